@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""A queue publisher: put numbered JSON jobs on an xmpp-queue node.
+
+Publishes ``--count`` items ``{"n": 0}``, ``{"n": 1}``... with up to
+``--window`` publishes in flight (the publisher waits when the service falls
+behind), then prints their item ids. ``--create`` makes the node a queue first
+(nothing happens if it exists).
+
+Against the demo (``xmpp-queue demo --serve`` keeps Prosody and the component
+running and writes ``xmpp-queue-demo/connection.json``)::
+
+    python examples/publisher.py --connection xmpp-queue-demo/connection.json --count 20
+    python examples/worker.py --connection xmpp-queue-demo/connection.json
+
+Against your own server::
+
+    python examples/publisher.py --jid app@example.org --password secret \\
+        --service queue.example.org --node jobs --host xmpp.example.org --create
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+
+from xmpp_queue.client import ClientError, Publisher, PublishError, json_payload
+
+log = logging.getLogger("publisher")
+
+
+class JobSource:
+    """What to publish: here, numbered jobs; in real life, your work items."""
+
+    def __init__(self, count: int, start: int) -> None:
+        self.count = count
+        self.start = start
+
+    def payloads(self) -> list[str]:
+        return [json_payload({"n": n}) for n in range(self.start, self.start + self.count)]
+
+
+async def main(args: argparse.Namespace) -> int:
+    source = JobSource(args.count, args.start)
+    try:
+        return await publish(args, source)
+    except ClientError as exc:  # could not log in, create the node, or the server went away
+        log.error("publisher failed: %s", exc)
+        return 1
+
+
+async def publish(args: argparse.Namespace, source: JobSource) -> int:
+    async with Publisher(
+        args.jid,
+        args.password,
+        args.service,
+        host=args.host,
+        port=args.port,
+        window=args.window,
+        allow_plain=args.allow_plain,
+    ) as pub:
+        if args.create:
+            created = await pub.create_queue(args.node, lock_timeout=args.lock_timeout)
+            log.info("node=%s %s", args.node, "created" if created else "exists")
+        started = time.monotonic()
+        futures = [await pub.submit(args.node, payload) for payload in source.payloads()]
+        failed = 0
+        for future in futures:
+            try:
+                log.info("published item=%s", await future)
+            except PublishError as exc:
+                failed += 1
+                log.error("publish failed: %s", exc)
+        elapsed = time.monotonic() - started
+        log.info("%d published in %.2f s, %d failed", len(futures) - failed, elapsed, failed)
+    return 1 if failed else 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--connection", type=Path, help="the demo's connection.json")
+    parser.add_argument("-j", "--jid", help="the publisher's JID")
+    parser.add_argument("-p", "--password", help="its password")
+    parser.add_argument("-s", "--service", help="the component's JID (queue.localhost)")
+    parser.add_argument("-n", "--node", help="the queue node")
+    parser.add_argument("--host", help="XMPP server address (127.0.0.1)")
+    parser.add_argument("--port", type=int, help="XMPP client port (5222)")
+    parser.add_argument("--count", type=int, default=10, help="items to publish (10)")
+    parser.add_argument("--start", type=int, default=0, help="first n (0)")
+    parser.add_argument("--window", type=int, default=32, help="publishes in flight (32)")
+    parser.add_argument("--create", action="store_true", help="create the queue node first")
+    parser.add_argument("--lock-timeout", type=int, default=60, help="for --create (60 s)")
+    parser.add_argument(
+        "--allow-plain", action="store_true", help="plain-text login (loopback servers only)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_const", dest="level", const=logging.ERROR)
+    parser.add_argument("-d", "--debug", action="store_const", dest="level", const=logging.DEBUG)
+    parser.set_defaults(level=logging.INFO)
+    args = parser.parse_args()
+    fill_from_connection(args, "publisher")
+    missing = [name for name in ("jid", "password", "service", "node") if not getattr(args, name)]
+    if missing:
+        parser.error("give --connection, or " + ", ".join(f"--{m}" for m in missing))
+    return args
+
+
+def fill_from_connection(args: argparse.Namespace, role: str) -> None:
+    """Defaults from the demo's connection.json; explicit options win."""
+    details = json.loads(args.connection.read_text()) if args.connection else {}
+    account = details.get("accounts", {}).get(role, {})
+    args.jid = args.jid or account.get("jid")
+    args.password = args.password or account.get("password")
+    args.service = args.service or details.get("service")
+    args.node = args.node or details.get("node")
+    args.host = args.host or details.get("host", "127.0.0.1")
+    args.port = args.port or details.get("port", 5222)
+    # The demo's Prosody listens on loopback without TLS.
+    args.allow_plain = args.allow_plain or bool(details)
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    logging.basicConfig(level=arguments.level, format="%(levelname)-8s %(name)s %(message)s")
+    logging.getLogger("slixmpp").setLevel(logging.WARNING)
+    raise SystemExit(asyncio.run(main(arguments)))

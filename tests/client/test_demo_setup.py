@@ -1,0 +1,48 @@
+"""The demo's Prosody check: install it as root, otherwise say exactly how. No network."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+import pytest
+
+from xmpp_queue import demo
+
+
+def test_without_prosody_and_not_root_it_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 1000)
+    said: list[str] = []
+    assert demo._ensure_prosody(said.append) is False
+    assert "sudo apt-get install -y prosody" in "\n".join(said)
+
+
+def test_as_root_it_installs_debian_s_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed: list[Sequence[str]] = []
+
+    def which(name: str) -> str | None:
+        if name == "apt-get":
+            return "/usr/bin/apt-get"
+        return f"/usr/bin/{name}" if installed else None
+
+    def run(command: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        installed.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(demo.shutil, "which", which)
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(demo.subprocess, "run", run)
+    said: list[str] = []
+    assert demo._ensure_prosody(said.append) is True
+    (command,) = installed
+    assert list(command)[:3] == ["/usr/bin/apt-get", "install", "-y"]
+    assert "prosody" in command
+
+
+def test_with_prosody_present_nothing_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(demo.subprocess, "run", lambda *a, **k: pytest.fail("no install"))
+    assert demo._ensure_prosody(print) is True

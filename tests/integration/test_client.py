@@ -1,0 +1,343 @@
+"""The client library (``xmpp_queue.client``) against real servers and the real component.
+
+Every test runs once on Prosody and once on ejabberd (``xmpp_server``), with one
+component per module and server (``shared_component``); each test makes its own
+nodes. Waiting is on events with a timeout, never on fixed sleeps, except where
+the point is that time passes (a lock timing out, a lock being extended).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from tests.integration.queue_helpers import unique
+from xmpp_queue.client import (
+    Job,
+    Publisher,
+    PublishError,
+    StanzaError,
+    Worker,
+    json_payload,
+)
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 20.0  # generous: a busy 2-core machine, two servers, one component each
+
+WorkerFactory = Callable[..., Awaitable[Worker]]
+
+
+@pytest.fixture
+async def publisher(
+    xmpp_server: Any, shared_component: Any, accounts: Any
+) -> AsyncIterator[Publisher]:
+    pub = Publisher(
+        f"pub@{xmpp_server.domain}",
+        accounts.password,
+        accounts.component_jid,
+        host=xmpp_server.host,
+        port=xmpp_server.c2s_port,
+        window=8,
+        allow_plain=True,
+    )
+    await pub.connect()
+    yield pub
+    try:
+        await asyncio.wait_for(pub.close(), 10)
+    except (TimeoutError, PublishError):
+        pub.abort()
+
+
+@pytest.fixture
+async def worker(
+    xmpp_server: Any, shared_component: Any, accounts: Any
+) -> AsyncIterator[WorkerFactory]:
+    """``await worker("w1", node, handler, queue_requests=2)`` → a started Worker."""
+    made: list[Worker] = []
+
+    async def make(user: str, node: str, handler: Any, **options: Any) -> Worker:
+        w = Worker(
+            f"{user}@{xmpp_server.domain}",
+            accounts.password,
+            accounts.component_jid,
+            node,
+            handler,
+            host=xmpp_server.host,
+            port=xmpp_server.c2s_port,
+            allow_plain=True,
+            name=user,
+            **options,
+        )
+        made.append(w)
+        await w.start()
+        return w
+
+    yield make
+    for w in made:
+        if not w.stopping:
+            try:
+                await asyncio.wait_for(w.stop(grace=1), 10)
+            except TimeoutError:
+                w.abort()
+
+
+class Tally:
+    """Counts handler calls and wakes the test when a target is reached."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.done: Counter[str] = Counter()
+        self.reached = asyncio.Event()
+
+    def record(self, item_id: str) -> None:
+        self.done[item_id] += 1
+        if sum(self.done.values()) >= self.target:
+            self.reached.set()
+
+    async def wait(self) -> None:
+        await asyncio.wait_for(self.reached.wait(), TIMEOUT)
+
+
+async def until(predicate: Callable[[], bool], within: float = TIMEOUT) -> None:
+    """Poll a condition on client-side counters (they change on incoming stanzas, and
+    the library has no hook per counter: a short poll keeps the library plain)."""
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def test_every_item_is_processed_once_within_each_workers_window(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    assert await publisher.create_queue(node, lock_timeout=60) is True
+    assert await publisher.create_queue(node) is False, "an existing node is tolerated"
+    tally = Tally(40)
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+
+    def handler_for(name: str) -> Callable[[Job], Awaitable[None]]:
+        async def handle(job: Job) -> None:
+            running[name] += 1
+            peak[name] = max(peak[name], running[name])
+            await asyncio.sleep(0.005)
+            running[name] -= 1
+            tally.record(str(job.json()["n"]))
+
+        return handle
+
+    w1 = await worker("w1", node, handler_for("w1"), queue_requests=1)
+    w2 = await worker("w2", node, handler_for("w2"), queue_requests=3)
+    futures = [await publisher.submit(node, json_payload({"n": n})) for n in range(40)]
+    ids = await asyncio.gather(*futures)
+    assert len(set(ids)) == 40, "the service generates one id per item"
+    await tally.wait()
+    await until(lambda: w1.stats.acked + w2.stats.acked == 40)
+    assert sorted(tally.done) == sorted(str(n) for n in range(40))
+    assert set(tally.done.values()) == {1}
+    assert peak["w1"] <= 1 and peak["w2"] <= 3, f"window exceeded: {dict(peak)}"
+    assert w1.stats.returned == w2.stats.returned == 0
+
+
+async def test_publish_with_an_id_returns_it_and_errors_are_typed(publisher: Publisher) -> None:
+    node = unique("q")
+    await publisher.create_queue(node)
+    assert await publisher.publish(node, json_payload(1), item_id="mine-1") == "mine-1"
+    with pytest.raises(PublishError) as caught:
+        await publisher.publish(unique("missing"), json_payload(1))
+    assert caught.value.condition == "item-not-found"
+    with pytest.raises(PublishError) as caught:
+        await publisher.publish(node, "<not-closed>")
+    assert caught.value.condition == "bad-request"
+    assert await publisher.publish(node, json_payload(2)), "the stream survived"
+
+
+async def test_a_queue_subscription_needs_queue_requests_xep_0254_2_1(
+    publisher: Publisher,
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node)
+    with pytest.raises(StanzaError) as caught:
+        await publisher.link.subscribe(node)
+    assert (caught.value.condition, caught.value.app_condition) == (
+        "not-acceptable",
+        "configuration-required",
+    )
+
+
+async def test_a_failing_handler_unlocks_and_the_item_comes_back(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    deliveries: list[int] = []
+    tally = Tally(1)
+
+    async def fail_once(job: Job) -> None:
+        deliveries.append(job.delivery)
+        if job.delivery == 1:
+            raise RuntimeError("not this time")
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, fail_once)
+    await publisher.publish(node, json_payload("x"))
+    await tally.wait()
+    await until(lambda: w1.stats.acked == 1)
+    assert deliveries == [1, 2], "alone on the node, the unlocked item comes back to us"
+    assert (w1.stats.failed, w1.stats.redelivered_seen) == (1, 1)
+
+
+async def test_a_timed_out_lock_drops_the_result(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """The service takes the lock back (unlock notice): the late result is never acked."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=1)
+    tally = Tally(1)
+
+    async def slow_first(job: Job) -> None:
+        if job.delivery == 1:
+            await until(lambda: job.lost)
+            return
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, slow_first)
+    await publisher.publish(node, json_payload("slow"))
+    await tally.wait()
+    await until(lambda: w1.stats.acked == 1)
+    assert w1.stats.lost == 1
+
+
+async def test_lock_extension_keeps_a_long_job(publisher: Publisher, worker: WorkerFactory) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=2)
+    tally = Tally(1)
+
+    async def long_job(job: Job) -> None:
+        await asyncio.sleep(2.6)  # longer than the lock timeout: time passing is the point
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, long_job, lock_extend=2)
+    await publisher.publish(node, json_payload("long"))
+    await tally.wait()
+    await until(lambda: w1.stats.acked == 1)
+    assert w1.stats.lost == 0
+    assert w1.stats.extended >= 2
+
+
+async def test_stop_drains_then_leaves_the_rest_to_others(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def blocked(job: Job) -> None:
+        started.append(job.item_id)
+        await release.wait()
+
+    w1 = await worker("w1", node, blocked, queue_requests=2)
+    for n in range(4):
+        await publisher.publish(node, json_payload(n))
+    await until(lambda: len(started) == 2)
+    stopping = asyncio.ensure_future(w1.stop(grace=TIMEOUT))
+    await asyncio.sleep(0)  # the stop has begun: no new work is taken from here on
+    release.set()
+    await asyncio.wait_for(stopping, TIMEOUT)
+    assert w1.stats.acked == 2, "work in hand is finished, not dropped"
+    assert len(started) == 2, "no new work after unsubscribing"
+
+    tally = Tally(2)
+
+    async def quick(job: Job) -> None:
+        tally.record(job.item_id)
+
+    await worker("w2", node, quick)
+    await tally.wait()
+    assert not set(tally.done) & set(started)
+
+
+async def test_stop_after_the_grace_unlocks_unfinished_work(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    started = asyncio.Event()
+
+    async def forever(job: Job) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    w1 = await worker("w1", node, forever)
+    await publisher.publish(node, json_payload("stuck"), item_id="stuck")
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    await asyncio.wait_for(w1.stop(grace=0.1), TIMEOUT)
+    assert w1.stats.returned == 1
+
+    tally = Tally(1)
+
+    async def quick(job: Job) -> None:
+        tally.record(job.item_id)
+
+    await worker("w2", node, quick)
+    await tally.wait()  # long before the 60 s lock timeout: the unlock handed it over
+    assert list(tally.done) == ["stuck"]
+
+
+async def test_a_crashed_worker_s_items_go_to_another_xep_0254_4(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """The connection drops without unsubscribing: the server's unavailable presence
+    (the worker sent directed presence) makes the service hand the item over."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=120)
+    started = asyncio.Event()
+
+    async def hang(job: Job) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    crashy = await worker("w1", node, hang)
+    tally = Tally(1)
+
+    async def quick(job: Job) -> None:
+        tally.record(job.item_id)
+
+    await publisher.publish(node, json_payload("a"), item_id="held")
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    await worker("w2", node, quick)
+    crashy.abort()
+    await tally.wait()  # far sooner than the 120 s lock timeout
+    assert list(tally.done) == ["held"]
+
+
+async def test_dead_letters_carry_their_origin_in_shim_headers(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node, dead = unique("q"), unique("dead")
+    await publisher.create_queue(dead)
+    await publisher.create_queue(node, lock_timeout=60, max_deliveries=1, dead_letter=dead)
+    letters: list[Job] = []
+    tally = Tally(1)
+
+    async def always_fail(job: Job) -> None:
+        raise ValueError("poison")
+
+    async def collect(job: Job) -> None:
+        letters.append(job)
+        tally.record(job.item_id)
+
+    await worker("w1", node, always_fail)
+    await worker("w2", dead, collect)
+    await publisher.publish(node, json_payload({"poison": True}), item_id="p1")
+    await tally.wait()
+    (letter,) = letters
+    assert letter.json() == {"poison": True}
+    assert letter.headers.get("origin-node") == node
+    assert letter.headers.get("origin-item") == "p1"

@@ -1,0 +1,182 @@
+"""Fixtures of the Spark pipeline tests: one local SparkSession, migrated ledgers.
+
+One session-scoped ``local[2]`` SparkSession serves every test (starting the
+JVM costs seconds), with two shuffle partitions, no UI, no code generation
+and the driver on 127.0.0.1. Ledger databases are migrated with the real alembic ``upgrade()``
+and filled with plain SQLAlchemy inserts through the storage schema, so they
+hold exactly what the service would store (SQLite: UTC text timestamps).
+PostgreSQL comes from ``XMPP_QUEUE_TEST_PG_URL``: skipped with the reason when
+unset, a failure under ``CI``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import in_ci
+from tests.pipeline.ledger_factory import Row, simulate_ledger
+
+PG_ENV = "XMPP_QUEUE_TEST_PG_URL"
+
+
+def _spark_missing() -> str | None:
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install '.[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime (Debian: default-jre-headless)"
+    return None
+
+
+def needs_spark() -> None:
+    """Call at the top of a test module that imports PySpark: skips the module with
+    the reason on a machine without PySpark or Java, fails under CI."""
+    missing = _spark_missing()
+    if missing:
+        if in_ci():
+            pytest.fail(f"{missing}, and CI is set: the Spark tests must run", pytrace=False)
+        pytest.skip(missing, allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    needs_spark()
+    from xmpp_queue.pipeline.session import build_spark_session
+
+    session = build_spark_session(
+        master="local[2]",
+        app_name="xmpp-queue tests",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            # On a few hundred rows, compiling generated code costs more than it
+            # saves, and adaptive re-planning only adds stages.
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            "spark.sql.adaptive.enabled": "false",
+            # A short-lived JVM: the quick JIT tier only, and the simplest collector.
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def ledger_rows() -> list[Row]:
+    return simulate_ledger(seed=7, items=60)
+
+
+@pytest.fixture(scope="session")
+def ledger_frame(spark: Any, ledger_rows: list[Row]) -> Any:
+    from xmpp_queue.pipeline.ledger_frame import LEDGER_SCHEMA
+
+    frame = spark.createDataFrame([r.as_tuple() for r in ledger_rows], LEDGER_SCHEMA)
+    return frame.cache()
+
+
+# --- databases -----------------------------------------------------------------------------
+
+
+def insert_rows(url: str, rows: Sequence[Row]) -> None:
+    """Insert ledger rows as the storage layer writes them (its table, its types)."""
+    from xmpp_queue.storage.engine import make_engine
+    from xmpp_queue.storage.schema import ledger
+
+    async def insert() -> None:
+        engine = make_engine(url)
+        try:
+            async with engine.begin() as conn:
+                if rows:
+                    await conn.execute(ledger.insert(), [r.as_dict() for r in rows])
+        finally:
+            await engine.dispose()
+
+    asyncio.run(insert())
+
+
+def ledger_ids(url: str) -> list[int]:
+    from sqlalchemy import select
+
+    from xmpp_queue.storage.engine import make_engine
+    from xmpp_queue.storage.schema import ledger
+
+    async def read() -> list[int]:
+        engine = make_engine(url)
+        try:
+            async with engine.connect() as conn:
+                result = await conn.execute(select(ledger.c.id).order_by(ledger.c.id))
+                return [int(i) for i in result.scalars()]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())
+
+
+def _clear_ledger(url: str) -> None:
+    from sqlalchemy import delete
+
+    from xmpp_queue.storage.engine import make_engine
+    from xmpp_queue.storage.schema import ledger
+
+    async def clear() -> None:
+        engine = make_engine(url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(delete(ledger))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(clear())
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from xmpp_queue.storage.migrations import upgrade
+
+    path = tmp_path_factory.mktemp("ledger-template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """A fresh migrated SQLite database (a copy of the session's template)."""
+    path = tmp_path / "service.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+def pg_test_url() -> str:
+    url = os.environ.get(PG_ENV)
+    if url:
+        return url
+    if in_ci():
+        pytest.fail(f"{PG_ENV} is not set, and CI is: the PostgreSQL pipeline tests must run")
+    pytest.skip(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """The test PostgreSQL database, migrated, with an empty ledger."""
+    from xmpp_queue.storage.migrations import upgrade
+
+    url = pg_test_url()
+    upgrade(url)
+    _clear_ledger(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_db_url(request: pytest.FixtureRequest) -> str:
+    """A migrated, empty ledger on each backend."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))

@@ -1,0 +1,127 @@
+"""A small, seeded ledger with every kind of history the report must read.
+
+It simulates items going through queues the way the service records them:
+published, delivered to a worker, then acked, unlocked (nack), expired (lock
+timeout), extended, dead-lettered after too many deliveries, retracted by the
+publisher or purged; some items stay queued or in flight, one id is published
+again while queued (a replace) and others are reused after an ack (a second
+lifecycle). Rows come out in time order with ids in that order, like the
+service's single writer appends them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from xmpp_queue.core.ledger import EventKind as K
+
+START = datetime(2024, 3, 1, 10, 0, 0, tzinfo=UTC)
+NODES = ("jobs", "mail", "reports/eu")
+WORKERS = tuple(f"worker{i}@example.org/w" for i in range(1, 5))
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    id: int
+    at: datetime
+    kind: str
+    node: str
+    item_id: str
+    subscriber: str | None
+    deliveries: int
+    payload_size: int
+
+    def as_tuple(self) -> tuple[object, ...]:
+        return (
+            self.id,
+            self.at,
+            self.kind,
+            self.node,
+            self.item_id,
+            self.subscriber,
+            self.deliveries,
+            self.payload_size,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "kind": self.kind,
+            "node": self.node,
+            "item_id": self.item_id,
+            "subscriber": self.subscriber,
+            "deliveries": self.deliveries,
+            "payload_size": self.payload_size,
+        }
+
+
+def _micros(rng: random.Random, low: float, high: float) -> timedelta:
+    return timedelta(microseconds=rng.randint(int(low * 1e6), int(high * 1e6)))
+
+
+def _item_history(
+    rng: random.Random, node: str, item_id: str, start: datetime
+) -> tuple[list[tuple[datetime, str, str | None, int]], datetime]:
+    """Events of one lifecycle: (at, kind, subscriber, deliveries); and its end time."""
+    events: list[tuple[datetime, str, str | None, int]] = [(start, K.PUBLISHED, None, 0)]
+    t = start
+    fate = rng.random()
+    if fate < 0.06:  # still queued, never delivered
+        return events, t
+    if fate < 0.10:  # retracted by its publisher before anyone took it
+        t += _micros(rng, 0.5, 20)
+        events.append((t, K.RETRACTED, None, 0))
+        return events, t
+    if fate < 0.13:  # replaced while queued: a second publish of the same id
+        t += _micros(rng, 0.1, 5)
+        events.append((t, K.PUBLISHED, None, 0))
+    deliveries = 0
+    while True:
+        t += _micros(rng, 0.01, 40)
+        deliveries += 1
+        worker = rng.choice(WORKERS)
+        events.append((t, K.DELIVERED, worker, deliveries))
+        if rng.random() < 0.1:
+            t += _micros(rng, 1, 30)
+            events.append((t, K.EXTENDED, worker, deliveries))
+        roll = rng.random()
+        t += _micros(rng, 0.05, 90)
+        if roll < 0.05:  # in flight at the end of the data
+            return events, t
+        if roll < 0.55:
+            events.append((t, K.ACKED, worker, deliveries))
+            return events, t
+        if roll < 0.75:
+            events.append((t, K.UNLOCKED, worker, deliveries))
+        elif roll < 0.95:
+            events.append((t, K.EXPIRED, worker, deliveries))
+        else:
+            events.append((t, K.PURGED, None, deliveries))
+            return events, t
+        if deliveries >= 3:
+            t += _micros(rng, 0, 1)
+            events.append((t, K.DEAD_LETTERED, None, deliveries))
+            return events, t
+
+
+def simulate_ledger(seed: int = 7, items: int = 60, start: datetime = START) -> list[Row]:
+    rng = random.Random(seed)
+    raw: list[tuple[datetime, str, str, str, str | None, int, int]] = []
+    for n in range(items):
+        node = rng.choice(NODES)
+        item_id = f"item-{n}"
+        t0 = start + _micros(rng, 0, 900)
+        history, end = _item_history(rng, node, item_id, t0)
+        size = rng.randint(20, 900)
+        raw += [(at, kind, node, item_id, sub, d, size) for at, kind, sub, d in history]
+        if history[-1][1] == K.ACKED and rng.random() < 0.25:  # id reused later
+            again, _ = _item_history(rng, node, item_id, end + _micros(rng, 1, 60))
+            raw += [(at, kind, node, item_id, sub, d, size) for at, kind, sub, d in again]
+    raw.sort(key=lambda r: r[0])
+    return [
+        Row(i + 1, at, str(kind), node, item_id, sub, d, size)
+        for i, (at, kind, node, item_id, sub, d, size) in enumerate(raw)
+    ]

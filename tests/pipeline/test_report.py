@@ -1,0 +1,124 @@
+"""The report job end to end from a migrated database, and its HTML page."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipeline import reference as ref
+from tests.pipeline.conftest import insert_rows
+from tests.pipeline.ledger_factory import START, Row
+from xmpp_queue.pipeline.cli import add_pipeline_parser, run_pipeline
+from xmpp_queue.pipeline.report_html import ReportData, render_report
+from xmpp_queue.pipeline.settings import PipelineSettings
+
+pytestmark = pytest.mark.spark
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="xmpp-queue")
+    add_pipeline_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_report_of_a_time_range_from_the_database(
+    spark: Any, sqlite_url: str, ledger_rows: list[Row], tmp_path: Path
+) -> None:
+    """JDBC read of the range, backlog opened by the database's own count of the
+    rows before it, tables + HTML written, and the printed summary."""
+    insert_rows(sqlite_url, ledger_rows)
+    out = tmp_path / "report"
+    since = START + timedelta(minutes=4)
+    until = START + timedelta(hours=1)
+    args = parse(
+        [
+            "pipeline",
+            "report",
+            "--out",
+            str(out),
+            "--since",
+            since.isoformat(),
+            "--until",
+            until.isoformat(),
+            "--bucket",
+            "2m",
+        ]
+    )
+    printed = io.StringIO()
+    code = run_pipeline(args, PipelineSettings(database_url=sqlite_url), out=printed)
+    assert code == 0
+
+    in_range = [r for r in ledger_rows if since <= r.at < until]
+    opening = ref.opening_backlog(r for r in ledger_rows if r.at < since)
+    expected = ref.node_buckets(in_range, 120, opening)
+    got = {
+        (r["node"], int(r["bucket_start"].astimezone(UTC).timestamp())): r.asDict()
+        for r in spark.read.parquet(str(out / "node_buckets")).collect()
+    }
+    assert set(got) == set(expected)
+    for key, counts in expected.items():
+        assert {k: got[key][k] for k in counts} == counts, key
+    # The backlog at the end agrees with reading the whole history at once.
+    whole = ref.node_buckets(ledger_rows, 120)
+    totals = {r["node"]: r for r in spark.read.parquet(str(out / "node_totals")).collect()}
+    for node, row in totals.items():
+        last = max(b for (n, b) in whole if n == node)
+        assert row["backlog"] == whole[(node, last)]["backlog"], node
+
+    html = (out / "report.html").read_text(encoding="utf-8")
+    _assert_self_contained(html)
+    assert f"From {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} (UTC)" in html
+    text = printed.getvalue()
+    assert f"{len(in_range):,} events" in text
+    for node in totals:
+        assert node in text
+
+
+def _assert_self_contained(html: str) -> None:
+    """No script, stylesheet, image or font is fetched from anywhere."""
+    assert "<script" not in html
+    assert not re.search(r"<link|<img|@import|url\(|src=|href=", html)
+    assert "http" not in html
+
+
+def test_html_escapes_names_and_shows_empty_sections() -> None:
+    hostile = "<script>alert(1)</script>"
+    data = ReportData(
+        title="t & co",
+        generated_at=datetime(2024, 1, 1, tzinfo=UTC),
+        since=None,
+        until=None,
+        bucket_seconds=300,
+        sources=["jdbc:sqlite:/x"],
+        totals=[{"node": hostile, "published": 1, "backlog": 1}],
+        buckets={hostile: [{"bucket_start": datetime(2024, 1, 1), "published": 1, "backlog": 1}]},
+        latency=[],
+        workers=[],
+        poison=[],
+    )
+    html = render_report(data)
+    assert hostile not in html and "&lt;script&gt;" in html
+    assert "t &amp; co" in html
+    assert "No latency samples in this range." in html
+    assert "No worker activity in this range." in html
+    _assert_self_contained(html)
+
+
+def test_long_histories_are_merged_into_fewer_chart_points() -> None:
+    from xmpp_queue.pipeline.report_html import MAX_POINTS, _merge_buckets
+
+    rows = [
+        {"bucket_start": START + timedelta(minutes=i), "published": 1, "acked": 2, "backlog": i}
+        for i in range(1000)
+    ]
+    merged = _merge_buckets(rows, MAX_POINTS)
+    assert len(merged) <= MAX_POINTS
+    assert sum(r["published"] for r in merged) == 1000
+    assert sum(r["acked"] for r in merged) == 2000
+    assert merged[-1]["backlog"] == 999

@@ -1,0 +1,162 @@
+"""QueueComponent.run(): handshake refusal, reconnect with back-off, stop.
+
+A tiny XEP-0114 server end on 127.0.0.1 (a free port) stands in for Prosody:
+it answers the stream header, checks the SHA-1 handshake (XEP-0114 §3) and
+then accepts, refuses, or drops the connection as the test asks. Back-off
+delays are shrunk so the tests wait for events, not for seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import logging
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.protocol.conftest import SERVICE, FakeClock
+from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.xmpp import component as component_module
+from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
+
+SECRET = "s3cret"
+
+
+class FakeServer:
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.connections = 0
+        self.sessions: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+        self.received: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        sid = f"sid{self.connections}"
+        try:
+            await reader.readuntil(b">")  # the component's stream header
+            writer.write(
+                "<?xml version='1.0'?><stream:stream "
+                "xmlns:stream='http://etherx.jabber.org/streams' "
+                f"xmlns='jabber:component:accept' from='{SERVICE}' id='{sid}'>".encode()
+            )
+            handshake = (await reader.readuntil(b"</handshake>")).decode()
+            digest = re.search(r"<handshake>([0-9a-f]+)</handshake>", handshake)
+            expected = hashlib.sha1(f"{sid}{self.secret}".encode()).hexdigest()
+            if digest is None or digest.group(1) != expected:
+                writer.write(
+                    b"<stream:error><not-authorized xmlns='urn:ietf:params:xml:ns:xmpp-streams'/>"
+                    b"</stream:error></stream:stream>"
+                )
+                await writer.drain()
+                writer.close()
+                return
+            writer.write(b"<handshake/>")
+            await self.sessions.put(writer)
+            while data := await reader.read(65536):
+                self.received.append(data)
+                if b"</stream:stream>" in data:
+                    writer.write(b"</stream:stream>")
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[PubSubService]:
+    from xmpp_queue.storage.memory import MemoryStore
+
+    counter = itertools.count(1)
+    svc = PubSubService(
+        MemoryStore(), FakeClock(), lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+    )
+    yield svc
+    await svc.stop()
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(component_module, "INITIAL_BACKOFF", 0.01)
+    monkeypatch.setattr(component_module, "MAX_BACKOFF", 0.02)
+
+
+async def test_xep_0114_wrong_secret_raises_handshake_rejected_without_retry(
+    service: PubSubService, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = FakeServer(SECRET)
+    port = await server.start()
+    comp = QueueComponent(SERVICE, "wrong", "127.0.0.1", port, service)
+    with caplog.at_level(logging.ERROR, logger="xmpp_queue"):
+        with pytest.raises(HandshakeRejected, match="not-authorized"):
+            await asyncio.wait_for(comp.run(), 10)
+    assert server.connections == 1
+    [line] = [r.getMessage() for r in caplog.records if r.name.startswith("xmpp_queue")]
+    assert "event=handshake_rejected" in line and "condition=not-authorized" in line
+    await server.close()
+
+
+async def test_dropped_connection_reconnects_keeping_state(
+    service: PubSubService, quick_backoff: None
+) -> None:
+    server = FakeServer(SECRET)
+    port = await server.start()
+    comp = QueueComponent(SERVICE, SECRET, "127.0.0.1", port, service)
+    seen = asyncio.Event()
+    track = comp.workers.available
+
+    def tracked(jid: str) -> bool:
+        seen.set()
+        return track(jid)
+
+    comp.workers.available = tracked  # type: ignore[method-assign]
+    run = asyncio.create_task(comp.run())
+    first = await asyncio.wait_for(server.sessions.get(), 10)
+    first.write(f"<presence from='w@example.org/1' to='{SERVICE}'/>".encode())  # state to keep
+    await asyncio.wait_for(seen.wait(), 10)
+    assert comp.workers.is_available("w@example.org/1")
+    first.close()  # the server restarts
+    await asyncio.wait_for(server.sessions.get(), 10)
+    assert server.connections == 2
+    assert comp.workers.is_available("w@example.org/1")
+    await comp.stop()
+    await asyncio.wait_for(run, 10)  # run() returns after stop()
+    await server.close()
+
+
+async def test_unreachable_server_is_retried_until_stopped(
+    service: PubSubService, quick_backoff: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = FakeServer(SECRET)
+    port = await server.start()
+    await server.close()  # nothing listens on this port any more
+    comp = QueueComponent(SERVICE, SECRET, "127.0.0.1", port, service)
+    failures = asyncio.Event()
+    count = 0
+
+    def failed(_: object) -> None:
+        nonlocal count
+        count += 1
+        if count >= 3:
+            failures.set()
+
+    comp.add_event_handler("connection_failed", failed)
+    with caplog.at_level(logging.WARNING, logger="xmpp_queue"):
+        run = asyncio.create_task(comp.run())
+        await asyncio.wait_for(failures.wait(), 10)
+        await comp.stop()
+        await asyncio.wait_for(run, 10)
+    assert any("event=reconnect_scheduled" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,179 @@
+"""DeadlineScheduler: one timer, the earliest deadline, re-armed; fake clock, no sleep."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+import pytest
+
+from tests.protocol.conftest import FakeClock
+from xmpp_queue.core.effects import Effect, UnlockNotice
+from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
+from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.xmpp.scheduler import RETRY_AFTER_FAILURE, DeadlineScheduler
+
+OWNER = Actor("owner@example.org/desk")
+ALICE = Actor("alice@example.org/a")
+
+
+class FakeTimers:
+    """Stands in for loop.call_later: records timers, fires them on demand."""
+
+    def __init__(self) -> None:
+        self.armed: list[FakeTimer] = []
+
+    def __call__(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(delay, callback)
+        self.armed.append(timer)
+        return timer
+
+    @property
+    def live(self) -> list[FakeTimer]:
+        return [t for t in self.armed if not t.cancelled and not t.fired]
+
+
+class FakeTimer:
+    def __init__(self, delay: float, callback: Callable[[], None]) -> None:
+        self.delay, self.callback = delay, callback
+        self.cancelled = self.fired = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        self.fired = True
+        self.callback()
+
+
+@pytest.fixture
+async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
+    from xmpp_queue.storage.memory import MemoryStore
+
+    counter = itertools.count(1)
+    svc = PubSubService(
+        MemoryStore(), clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+    )
+    await svc.start()
+    yield svc
+    await svc.stop()
+
+
+async def queue_with_held_item(svc: PubSubService, node: str, lock_seconds: int) -> None:
+    config = {"pubsub#queue": ["1"], "pubsub#queue_lock_timeout": [str(lock_seconds)]}
+    await svc.create_node(OWNER, node, config)
+    await svc.set_node_affiliations(OWNER, node, [(OWNER.bare, Affiliation.OWNER)])
+    await svc.subscribe(ALICE, node, ALICE.jid, {"pubsub#queue_requests": ["5"]})
+    await svc.publish(OWNER, node, f"{node}-1", "<a/>", 4)
+
+
+def scheduler(
+    svc: PubSubService, clock: FakeClock, sent: list[Effect]
+) -> tuple[DeadlineScheduler, FakeTimers]:
+    timers = FakeTimers()
+
+    async def send(effects: tuple[Effect, ...]) -> None:
+        sent.extend(effects)
+
+    return DeadlineScheduler(svc, send, clock, call_later=timers), timers
+
+
+async def test_start_catches_up_then_arms_for_the_next_deadline(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue_with_held_item(service, "jobs", 30)
+    clock.advance(3600)  # the service was down past the deadline
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    await sched.start()
+    assert [type(e) for e in sent].count(UnlockNotice) == 1
+    # the item went back to alice: a new lock, a new deadline 30 s from now
+    [timer] = timers.live
+    assert timer.delay == 30
+    assert sched.armed_for == clock() + timedelta(seconds=30)
+    await sched.stop()
+    assert timers.live == []
+
+
+async def test_rearms_to_an_earlier_deadline_and_keeps_one_timer(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    await sched.start()
+    assert timers.live == []  # nothing due: no timer at all
+    await queue_with_held_item(service, "slow", 300)
+    assert [t.delay for t in timers.live] == [300]
+    await queue_with_held_item(service, "fast", 20)
+    assert [t.delay for t in timers.live] == [20]
+    await sched.stop()
+
+
+async def test_fire_ticks_sends_and_rearms(service: PubSubService, clock: FakeClock) -> None:
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    await sched.start()
+    await queue_with_held_item(service, "fast", 20)
+    await queue_with_held_item(service, "slow", 300)
+    [timer] = timers.live
+    clock.advance(20)
+    timer.fire()
+    assert sched._tick_task is not None
+    await sched._tick_task  # the tick the timer started
+    unlocks = [e for e in sent if isinstance(e, UnlockNotice)]
+    assert [(u.node, u.reason) for u in unlocks] == [("fast", "timeout")]
+    # fast was handed back out (new 20 s lock): that is the earliest again
+    assert [t.delay for t in timers.live] == [20]
+    await sched.stop()
+
+
+async def test_deadline_announced_during_a_tick_is_not_lost(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    await sched.start()
+    read = service.next_deadline
+
+    async def racing_read() -> object:
+        fresh = await read()
+        # another batch commits a lock right after the tick read the deadline
+        sched.deadline_changed(clock() + timedelta(seconds=7))
+        return fresh
+
+    service.next_deadline = racing_read  # type: ignore[method-assign]
+    await sched.sweep()
+    assert [t.delay for t in timers.live] == [7]
+    await sched.stop()
+
+
+async def test_a_failing_tick_retries_later(
+    service: PubSubService,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken() -> None:
+        raise RuntimeError("store down")
+
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    monkeypatch.setattr(service, "tick", broken)
+    with caplog.at_level(logging.ERROR, logger="xmpp_queue"):
+        await sched.start()
+    assert [t.delay for t in timers.live] == [RETRY_AFTER_FAILURE]
+    assert len([r for r in caplog.records if r.exc_info]) == 1
+    await sched.stop()
+
+
+async def test_far_deadlines_are_rechecked_hourly(service: PubSubService, clock: FakeClock) -> None:
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    await sched.start()
+    sched.deadline_changed(clock() + timedelta(days=3))
+    assert [t.delay for t in timers.live] == [3600]
+    sched.deadline_changed(clock() - timedelta(seconds=5))  # overdue: at once
+    assert [t.delay for t in timers.live] == [0]
+    await sched.stop()

@@ -1,0 +1,146 @@
+"""Storage contract fixtures: the same ``store`` on memory, SQLite and PostgreSQL.
+
+SQLite: one database file is migrated per session with the real alembic
+``upgrade()`` and copied for each test (a copy of a small file is faster than
+migrating again). PostgreSQL: the URL comes from ``XMPP_QUEUE_TEST_PG_URL``;
+its schema is dropped and migrated once per session and the tables are
+emptied before each test. Without that variable the PostgreSQL cases skip,
+saying why, except under ``CI``, where a missing database is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import text
+
+from xmpp_queue.core.ports import Store
+from xmpp_queue.storage.memory import MemoryStore
+
+T = TypeVar("T")
+PG_ENV = "XMPP_QUEUE_TEST_PG_URL"
+TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes")
+
+
+def pg_url() -> str:
+    """The test PostgreSQL URL; skips (or fails under CI) when it is not configured."""
+    url = os.environ.get(PG_ENV)
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail(f"{PG_ENV} is not set, and CI is: the PostgreSQL storage tests must run")
+    pytest.skip(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from xmpp_queue.storage.migrations import upgrade
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_migrated() -> Iterator[str]:
+    from xmpp_queue.storage.migrations import upgrade
+
+    url = pg_url()
+    _reset_pg_schema(url)
+    upgrade(url)
+    yield url
+
+
+def in_thread(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run *coroutine* on its own loop in a worker thread.
+
+    Session and module fixtures are first requested from inside a test's
+    running loop, where ``asyncio.run`` is not allowed.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _reset_pg_schema(url: str) -> None:
+    """Drop everything, so the session starts from an empty database."""
+    from xmpp_queue.storage.engine import make_engine
+
+    async def reset() -> None:
+        engine = make_engine(url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text("DROP SCHEMA public CASCADE"))
+                await conn.execute(text("CREATE SCHEMA public"))
+        finally:
+            await engine.dispose()
+
+    in_thread(reset())
+
+
+async def _open_sqlite(template: Path, tmp_path: Path) -> Store:
+    from xmpp_queue.storage.sql import SqlStore
+
+    path = tmp_path / "store.db"
+    shutil.copyfile(template, path)
+    return await SqlStore.open(f"sqlite:///{path}")
+
+
+async def _open_pg(url: str) -> Store:
+    from xmpp_queue.storage.sql import SqlStore
+
+    store = await SqlStore.open(url)
+    # DELETE, not TRUNCATE: on a handful of rows it is far cheaper (TRUNCATE
+    # swaps files); no test depends on the values of seq or ids, only their order.
+    async with store.engine.begin() as conn:
+        for table in TABLES:
+            await conn.execute(text(f"DELETE FROM {table}"))
+    return store
+
+
+SQL_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+async def _open(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if backend == "memory":
+        return MemoryStore()
+    if backend == "sqlite":
+        return await _open_sqlite(request.getfixturevalue("sqlite_template"), tmp_path)
+    return await _open_pg(request.getfixturevalue("pg_migrated"))
+
+
+async def _close(store: Store) -> None:
+    """Close, and check that SQLite ran every statement on its fast path.
+
+    Every repository method runs somewhere in the contract suite, so an empty
+    fallback set here means none of them silently lost the prepared path.
+    """
+    from xmpp_queue.storage.sql import SqlStore
+
+    fallbacks = set()
+    if isinstance(store, SqlStore) and store.sqlite is not None:
+        fallbacks = store.sqlite.statements.fallbacks
+    await store.close()
+    assert not fallbacks, f"statements that bypassed sqlite_fast: {fallbacks}"
+
+
+@pytest.fixture(params=["memory", *SQL_BACKENDS])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Every backend: the contract."""
+    opened = await _open(request.param, request, tmp_path)
+    yield opened
+    await _close(opened)
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """The SQL backends only: what the memory twin does not promise (rollback)."""
+    opened = await _open(request.param, request, tmp_path)
+    yield opened
+    await _close(opened)

@@ -1,0 +1,161 @@
+"""Migrations: upgrade an empty database to head, and the result equals the models.
+
+Runs on SQLite (a temporary file) and PostgreSQL (a database created per test
+next to the one ``XMPP_QUEUE_TEST_PG_URL`` names, and dropped after it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection, make_url
+
+from xmpp_queue import ledger_names
+from xmpp_queue.storage import migrations, schema
+from xmpp_queue.storage.engine import make_engine
+
+from .conftest import in_thread, pg_url
+
+
+@pytest.fixture
+def empty_pg() -> Iterator[str]:
+    """A brand-new PostgreSQL database for one test, dropped afterwards."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from xmpp_queue.storage.engine import normalize_url
+
+    base = make_url(normalize_url(pg_url()))
+    name = f"xq_migrations_{uuid.uuid4().hex[:8]}"
+
+    async def admin(sql: str) -> None:
+        engine = create_async_engine(base, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text(sql))
+        finally:
+            await engine.dispose()
+
+    in_thread(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        in_thread(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    url: str = request.getfixturevalue("empty_pg")
+    return url
+
+
+def _inspect(url: str, fn: Any) -> Any:
+    async def run() -> Any:
+        engine = make_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return await conn.run_sync(fn)
+        finally:
+            await engine.dispose()
+
+    return in_thread(run())
+
+
+def _model_diff(conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(conn, opts={"compare_type": True})
+    return list(compare_metadata(context, schema.metadata))
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def test_upgrade_head_on_an_empty_database_matches_the_models(empty_db: str) -> None:
+    assert migrations.current_revision(empty_db) is None
+    assert migrations.is_up_to_date(empty_db) is False
+
+    migrations.upgrade(empty_db)
+
+    assert migrations.current_revision(empty_db) == migrations.head_revision()
+    assert migrations.is_up_to_date(empty_db) is True
+    assert _inspect(empty_db, _model_diff) == []
+
+
+def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
+    migrations.upgrade(empty_db, "0001_initial")
+    assert migrations.current_revision(empty_db) == "0001_initial"
+    assert migrations.is_up_to_date(empty_db) is False
+    assert ledger_names.TABLE not in _inspect(empty_db, _tables)
+
+    migrations.upgrade(empty_db)
+    assert ledger_names.TABLE in _inspect(empty_db, _tables)
+
+    migrations.downgrade(empty_db, "base")
+    assert migrations.current_revision(empty_db) is None
+    assert _inspect(empty_db, _tables) <= {"alembic_version"}
+
+
+def test_the_ledger_is_its_own_revision_at_head() -> None:
+    assert migrations.head_revision() == "0002_event_ledger"
+
+
+async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'in-loop.db'}"
+    migrations.upgrade(url)  # the sync API, called from a coroutine
+    assert migrations.is_up_to_date(url)
+    assert await migrations.is_up_to_date_async(url)
+    other = f"sqlite:///{tmp_path / 'async.db'}"
+    await migrations.upgrade_async(other)
+    assert await migrations.current_revision_async(other) == migrations.head_revision()
+
+
+def test_migrations_dir_is_found_from_the_source_tree_or_the_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = migrations.migrations_dir()
+    assert (found / "env.py").is_file() and (found / "versions" / "0001_initial.py").is_file()
+
+    copy = tmp_path / "packaged"
+    shutil.copytree(found, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(copy))
+    assert migrations.migrations_dir() == copy
+
+
+def test_a_failing_revision_leaves_nothing_behind(
+    empty_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each revision is one transaction, on SQLite too (transactional DDL)."""
+    scripts = tmp_path / "scripts"
+    shutil.copytree(
+        migrations.migrations_dir(), scripts, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (scripts / "versions" / "0003_broken.py").write_text(
+        '"""A revision that fails half-way."""\n'
+        "import sqlalchemy as sa\n"
+        "from alembic import op\n\n"
+        'revision = "0003_broken"\n'
+        'down_revision = "0002_event_ledger"\n'
+        "branch_labels = None\n"
+        "depends_on = None\n\n\n"
+        "def upgrade() -> None:\n"
+        '    op.create_table("half_done", sa.Column("id", sa.Integer(), primary_key=True))\n'
+        '    op.execute("SELECT * FROM no_such_table")\n\n\n'
+        "def downgrade() -> None:\n"
+        "    pass\n"
+    )
+    monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
+    with pytest.raises(Exception, match="no_such_table"):
+        migrations.upgrade(empty_db)
+    assert migrations.current_revision(empty_db) == "0002_event_ledger"
+    tables = _inspect(empty_db, _tables)
+    assert "half_done" not in tables and ledger_names.TABLE in tables

@@ -1,0 +1,282 @@
+"""The admin commands on the component: registration, access, and the session guard.
+
+slixmpp's ``xep_0050`` plugin runs the XEP-0050 protocol but leaves access to the
+provider and has a few gaps for a service that must not be steered by strangers.
+:class:`AdminCommandSet` closes them in one place, in front of the plugin:
+
+- **Who may see and run.** The command list (disco#items on the commands node) is
+  built per requester: admins see the commands, others an empty list. disco#info
+  on a command node answers ``forbidden`` to others (XEP-0050 §2.2), and every
+  request of every session is checked, so a non-admin gets ``forbidden`` before
+  any step runs and nothing changes.
+- **Whose session.** A session belongs to the full JID that started it and to its
+  command; another requester, or another command node, gets ``bad-sessionid``.
+  An unknown or finished session id gets ``session-expired`` (the plugin would
+  silently start a new session instead). An action the current stage does not
+  offer gets ``bad-action``; an unknown one ``malformed-action`` (XEP-0050 §4.4).
+- **Session lifetime.** Finished sessions are dropped (the plugin keeps those
+  completed through ``next``), and sessions idle for ``session_ttl`` seconds
+  expire.
+- **Default action.** Replies get the ``execute`` attribute on ``<actions/>``
+  (§3.4: without it a final stage offering only ``complete`` is invalid).
+- **Notifications.** Effects of the service calls a request made are sent after
+  its reply, through the component's ``send_effects``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from slixmpp import JID, ComponentXMPP, Iq
+from slixmpp.plugins.xep_0030 import DiscoInfo, DiscoItems
+from slixmpp.plugins.xep_0050 import Command
+from slixmpp.xmlstream import StanzaBase
+
+from xmpp_queue.admin.base import AdminCommand, AdminContext
+from xmpp_queue.admin.errors import (
+    COMMANDS_NS,
+    bad_action,
+    bad_sessionid,
+    forbidden,
+    malformed_action,
+    session_expired,
+)
+from xmpp_queue.admin.flow import RawSession, as_first_handler, collecting_effects
+from xmpp_queue.admin.node_levers import CreateNode, DeleteNode, PurgeQueue
+from xmpp_queue.admin.queue_levers import (
+    ConfigureQueue,
+    KickSubscriber,
+    RedriveDeadLetters,
+    UnlockItems,
+)
+from xmpp_queue.admin.views import QueueDetailsCommand, QueueOverview, ServiceStatusCommand
+from xmpp_queue.core.effects import Effect
+from xmpp_queue.core.service import PubSubService
+
+__all__ = ["ADMIN_COMMANDS", "AdminCommandSet", "register_admin_commands"]
+
+log = logging.getLogger("xmpp_queue.admin")
+
+ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
+    QueueOverview,
+    QueueDetailsCommand,
+    PurgeQueue,
+    UnlockItems,
+    RedriveDeadLetters,
+    KickSubscriber,
+    ConfigureQueue,
+    CreateNode,
+    DeleteNode,
+    ServiceStatusCommand,
+)
+"""Every admin command, in the order the command list shows them."""
+
+EffectSender = Callable[[Sequence[Effect]], Any]
+
+_SEEN = "xq_seen"
+_ACTIONS = frozenset(Command.actions)
+
+
+def register_admin_commands(
+    component: ComponentXMPP,
+    service: PubSubService,
+    admins: frozenset[str],
+    database_url: str | None = None,
+    *,
+    send_effects: EffectSender | None = None,
+    session_ttl: float = 900.0,
+) -> None:
+    """Offer the admin commands on *component* to the bare JIDs in *admins*.
+
+    The component must have the ``xep_0030``, ``xep_0004`` and ``xep_0050`` plugins
+    registered. Notifications go through *send_effects* if given, else the
+    component's ``send_effects(effects)`` or ``send_outcome(None, effects)``.
+    *database_url* is shown by "Service status" with its password masked.
+    """
+    AdminCommandSet(
+        component,
+        service,
+        admins,
+        database_url,
+        send_effects=send_effects,
+        session_ttl=session_ttl,
+    ).install()
+
+
+class AdminCommandSet:
+    """The admin commands of one component (see the module docstring)."""
+
+    def __init__(
+        self,
+        component: ComponentXMPP,
+        service: PubSubService,
+        admins: Iterable[str],
+        database_url: str | None = None,
+        *,
+        send_effects: EffectSender | None = None,
+        session_ttl: float = 900.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.component = component
+        self.jid = JID(component.boundjid.full)
+        self.admins = frozenset(_bare(a) for a in admins)
+        self._send_effects: EffectSender = send_effects or _component_sender(component)
+        self.session_ttl = session_ttl
+        self._monotonic = monotonic
+        context = AdminContext(service, database_url)
+        self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
+
+    @property
+    def _adhoc(self) -> Any:
+        return self.component.plugin["xep_0050"]
+
+    @property
+    def _sessions(self) -> Any:
+        return self._adhoc.sessions
+
+    def is_admin(self, jid: JID | str | None) -> bool:
+        return jid is not None and JID(jid).bare in self.admins
+
+    # --- wiring ---------------------------------------------------------------------------
+    def install(self) -> None:
+        adhoc, disco = self._adhoc, self.component.plugin["xep_0030"]
+        for cmd in self.commands.values():
+            handler = as_first_handler(cmd.start)
+            adhoc.add_command(jid=self.jid, node=cmd.node, name=cmd.name, handler=handler)
+            disco.set_node_handler("get_info", self.jid, cmd.node, self._command_info)
+        disco.set_node_handler("get_items", self.jid, COMMANDS_NS, self._command_items)
+        disco.set_node_handler("get_info", self.jid, COMMANDS_NS, self._command_list_info)
+        # One guard in front of the plugin's dispatcher (see the module docstring).
+        self.component.del_event_handler("command", adhoc._handle_command_all)
+        self.component.add_event_handler("command", self._on_command)
+        self.component.add_filter("out", _mark_default_action)
+        log.info(
+            "event=admin_commands_ready commands=%d admins=%d", len(self.commands), len(self.admins)
+        )
+
+    # --- disco ----------------------------------------------------------------------------
+    def _command_items(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoItems:
+        items = DiscoItems()
+        items["node"] = COMMANDS_NS
+        if self.is_admin(ifrom):
+            for cmd in self.commands.values():
+                items.add_item(self.jid, node=cmd.node, name=cmd.name)
+        return items
+
+    def _command_list_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
+        info = DiscoInfo()
+        info.add_identity("automation", "command-list", name="Ad-Hoc Commands")
+        info.add_feature(COMMANDS_NS)
+        return info
+
+    def _command_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
+        if not self.is_admin(ifrom):
+            raise forbidden("this command is for the service's admins")
+        info = DiscoInfo()
+        info.add_identity("automation", "command-node", name=self.commands[node].name)
+        info.add_feature(COMMANDS_NS)
+        info.add_feature("jabber:x:data")
+        return info
+
+    # --- the guard ------------------------------------------------------------------------
+    async def _on_command(self, iq: Iq) -> None:
+        node = iq["command"]["node"]
+        if iq["to"] != self.jid or node not in self.commands:
+            await self._adhoc._handle_command_all(iq)
+            return
+        requester = iq["from"]
+        if not self.is_admin(requester):
+            log.info("event=admin_forbidden command=%s from=%s", node, requester)
+            raise forbidden("this command is for the service's admins")
+        self._forget_stale()
+        self._check_session(iq, node, requester)
+        with collecting_effects() as effects:
+            try:
+                await self._adhoc._handle_command_all(iq)
+            finally:
+                self._stamp_and_forget_finished()
+                # Also when a later step failed: what committed is announced.
+                if effects:
+                    await self._send(tuple(effects))
+
+    async def _send(self, effects: tuple[Effect, ...]) -> None:
+        sent = self._send_effects(effects)
+        if inspect.isawaitable(sent):
+            await sent
+
+    def _check_session(self, iq: Iq, node: str, requester: JID) -> None:
+        action = iq["command"]["action"]
+        if action not in _ACTIONS:
+            raise malformed_action(f"unknown action '{action}'")
+        sessionid = iq["command"]["sessionid"]
+        if not sessionid:
+            if action != "execute":
+                raise bad_action(f"a session starts with 'execute', not '{action}'")
+            return
+        raw: RawSession | None = self._sessions.get(sessionid)
+        if raw is None:
+            raise session_expired(f"session {sessionid} has ended or expired; start again")
+        if raw.get("node") != node or raw.get("from") != requester:
+            raise bad_sessionid(f"session {sessionid} belongs to another command or requester")
+        if action == "complete" and raw.get("has_next") and not raw.get("allow_complete"):
+            raise bad_action("this stage cannot complete; use 'next'")
+        if action == "prev" and not raw.get("allow_prev"):
+            raise bad_action("this stage has no previous stage")
+        raw[_SEEN] = self._monotonic()
+
+    def _ours(self) -> list[tuple[str, RawSession]]:
+        return [
+            (sid, raw)
+            for sid, raw in list(self._sessions.items())
+            if raw.get("node") in self.commands
+        ]
+
+    def _forget_stale(self) -> None:
+        horizon = self._monotonic() - self.session_ttl
+        for sid, raw in self._ours():
+            if raw.get(_SEEN, horizon) < horizon:
+                log.info("event=admin_session_expired command=%s session=%s", raw.get("node"), sid)
+                del self._sessions[sid]
+
+    def _stamp_and_forget_finished(self) -> None:
+        now = self._monotonic()
+        for sid, raw in self._ours():
+            if raw.get("next") is None:
+                del self._sessions[sid]
+            else:
+                raw.setdefault(_SEEN, now)
+
+
+def _component_sender(component: ComponentXMPP) -> EffectSender:
+    """The component's own ordered sender: ``send_effects(effects)``, or the glue's
+    ``send_outcome(reply, effects)`` with no reply (ours went out already)."""
+    send_effects = getattr(component, "send_effects", None)
+    if callable(send_effects):
+        sender: EffectSender = send_effects
+        return sender
+    send_outcome = getattr(component, "send_outcome", None)
+    if callable(send_outcome):
+        return lambda effects: send_outcome(None, effects)
+    raise TypeError("the component can send no notifications; pass send_effects=")
+
+
+def _bare(jid: str) -> str:
+    try:
+        return JID(jid).bare
+    except Exception as exc:  # slixmpp raises InvalidJID, a ValueError subclass
+        raise ValueError(f"admins: '{jid}' is not a valid JID") from exc
+
+
+def _mark_default_action(stanza: StanzaBase) -> StanzaBase:
+    """Name the default action of a stage (XEP-0050 §3.4): next if offered, else complete."""
+    # runs on every stanza sent: read the raw attribute, not the stanza interface
+    if isinstance(stanza, Iq) and stanza.xml.get("type") == "result":
+        actions = stanza.xml.find(f"{{{COMMANDS_NS}}}command/{{{COMMANDS_NS}}}actions")
+        if actions is not None and "execute" not in actions.attrib:
+            offered = {child.tag.split("}", 1)[1] for child in actions}
+            actions.set("execute", "next" if "next" in offered else "complete")
+    return stanza

@@ -1,0 +1,354 @@
+"""The ``xmpp-queue`` command: run, migrate, check-config, pipeline, demo.
+
+Exit statuses an operator (or systemd) can act on: 0 done; 1 a runtime
+failure (the server refused the secret, the database is unreachable); 2 a
+problem only the operator can fix by editing or migrating (a bad config key,
+an un-migrated database, bad arguments). Every refusal is one line on
+standard error that says what to do next.
+
+The ``pipeline`` and ``demo`` sub-commands come from their own packages
+(``xmpp_queue.pipeline.cli``, ``xmpp_queue.demo``); when one cannot be
+imported (PySpark not installed) the command still exists and says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from xmpp_queue import __version__
+from xmpp_queue.config import LOG_LEVELS, ConfigError, Settings, load_config
+
+log = logging.getLogger("xmpp_queue.cli")
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_CONFIG = "config.toml"
+LOG_FORMAT = "%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
+_HANDLER_NAME = "xmpp-queue"
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandError(Exception):
+    """A refusal: one line for standard error, and the exit status."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- logging ---------------------------------------------------------------------------
+
+
+def configure_logging(level: str, file: Path | None = None) -> None:
+    """One handler on the root logger: *file* (appended) or standard error.
+
+    The format is ``time level=... logger=... message``; our own messages are
+    key=value (``event=... component=...``), one line per decision.
+    """
+    handler: logging.Handler = (
+        logging.FileHandler(file, encoding="utf-8") if file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    handler.set_name(_HANDLER_NAME)
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(previous)  # ours from an earlier call; others' stay
+        previous.close()
+    root.addHandler(handler)
+    root.setLevel(level)
+    # alembic narrates every start-up at INFO (plugins, "Context impl SQLiteImpl");
+    # `migrate` prints its own one-line result instead.
+    logging.getLogger("alembic").setLevel(level if level == "DEBUG" else "WARNING")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Load ``-c FILE`` and set up logging (``--log-level`` wins over the file)."""
+    try:
+        settings = load_config(args.config)
+    except ConfigError as exc:
+        raise CommandError(f"config error: {exc.one_line()}", EXIT_USAGE) from None
+    level = args.log_level or settings.logging.level
+    configure_logging(level.upper(), settings.logging.file)
+    return settings
+
+
+def _redacted(url: str) -> str:
+    from xmpp_queue.storage.engine import redacted_url
+
+    return str(redacted_url(url))
+
+
+def _database_failure(url: str, exc: BaseException) -> CommandError:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CommandError(f"database {_redacted(url)} unreachable: {detail}")
+
+
+# --- commands --------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Refuse an un-migrated database, then hand over to the composition root."""
+    settings = _settings(args)
+    from xmpp_queue.storage import migrations
+
+    url = settings.database.url
+    try:
+        current = migrations.is_up_to_date(url)
+    except Exception as exc:
+        raise _database_failure(url, exc) from exc
+    if not current:
+        migrate = f"xmpp-queue migrate -c {shlex.quote(args.config)}"
+        raise CommandError(
+            f"the database {_redacted(url)} is not at the current schema "
+            f"({migrations.head_revision()}); run: {migrate}",
+            EXIT_USAGE,
+        )
+    from xmpp_queue.app import run_service
+
+    return int(asyncio.run(run_service(settings)))
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Upgrade the database to the newest alembic revision (idempotent)."""
+    settings = _settings(args)
+    from xmpp_queue.storage import migrations
+
+    url = settings.database.url
+    try:
+        migrations.upgrade(url)
+    except Exception as exc:
+        raise _database_failure(url, exc) from exc
+    head = migrations.head_revision()
+    log.info("event=migrated database=%s revision=%s", _redacted(url), head)
+    print(f"database {_redacted(url)} is at revision {head} (current)")
+    return EXIT_OK
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate the file and print what it means; connect to nothing."""
+    settings = _settings(args)
+    _check_pipeline(settings)
+    print(summary(settings))
+    return EXIT_OK
+
+
+def summary(settings: Settings) -> str:
+    """A readable account of the settings; the secret is never shown."""
+    c, q, lg = settings.component, settings.queue, settings.logging
+    admins = ", ".join(sorted(settings.admins.jids)) or "none (admin commands disabled)"
+    deliveries = q.default_max_deliveries or "0 (no limit)"
+    rows = [
+        ("component", f"{c.jid} via {c.server_host}:{c.server_port} (secret set)"),
+        ("database", _redacted(settings.database.url)),
+        ("admins", admins),
+        (
+            "queue",
+            f"lock_timeout={q.default_lock_timeout}s max_deliveries={deliveries} "
+            f"retry_delay={q.default_retry_delay}s retry_delay_max={q.default_retry_delay_max}s "
+            f"max_payload_size={q.max_payload_size} bytes",
+        ),
+        ("logging", f"level={lg.level} to={lg.file or 'standard error'}"),
+        ("pipeline", ", ".join(sorted(settings.pipeline)) or "not configured"),
+    ]
+    head = f"config OK: {settings.source}" if settings.source else "config OK"
+    return "\n".join([head, *(f"  {name:<10} {value}" for name, value in rows)])
+
+
+def _check_pipeline(settings: Settings) -> None:
+    """Let the pipeline validate its own ``[pipeline]`` table, when it is installed."""
+    if not settings.pipeline:
+        return
+    try:
+        from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError
+    except ImportError:
+        return
+    try:
+        PipelineSettings.from_dict({"database_url": settings.database.url, **settings.pipeline})
+    except PipelineSettingsError as exc:
+        source = f"{settings.source}: " if settings.source else ""
+        raise CommandError(f"config error: {source}{exc}", EXIT_USAGE) from None
+
+
+# --- parser ----------------------------------------------------------------------------
+
+
+def _log_level(value: str) -> str:
+    level = value.upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def _add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        default=DEFAULT_CONFIG,
+        metavar="FILE",
+        help=f"configuration file (default: {DEFAULT_CONFIG}; see config.example.toml)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=argparse.SUPPRESS,
+        help="override [logging] level",
+    )
+
+
+def _unavailable(name: str, reason: BaseException) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        raise CommandError(
+            f"`xmpp-queue {name}` is unavailable here: {reason}"
+            + (" (install the extra: pip install -e '.[spark]')" if name == "pipeline" else ""),
+            EXIT_USAGE,
+        )
+
+    return handler
+
+
+def _placeholder(subparsers: Any, name: str, help_text: str) -> None:
+    """List *name* in ``--help`` without importing its package (see :func:`build_parser`)."""
+    stub = subparsers.add_parser(name, help=help_text, add_help=False)
+    stub.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def _add_pipeline(subparsers: Any) -> None:
+    try:
+        from xmpp_queue.pipeline.cli import add_pipeline_parser
+    except ImportError as exc:
+        stub = subparsers.add_parser("pipeline", help="Spark pipeline (unavailable)")
+        stub.add_argument("rest", nargs=argparse.REMAINDER)
+        stub.set_defaults(_handler=_unavailable("pipeline", exc))
+        return
+    add_pipeline_parser(subparsers)
+    pipeline = subparsers.choices["pipeline"]
+    pipeline.set_defaults(_handler=_run_pipeline)
+    # The jobs read [pipeline] and [database] from the same file as the service:
+    # ``xmpp-queue pipeline report -c config.toml``.
+    jobs = [
+        job
+        for action in pipeline._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for job in action.choices.values()
+    ]
+    for job in jobs or [pipeline]:
+        job.add_argument(
+            "-c",
+            "--config",
+            default=None,
+            metavar="FILE",
+            help=f"configuration file with [pipeline] and [database] (default: {DEFAULT_CONFIG} "
+            "if present)",
+        )
+
+
+def _run_pipeline(args: argparse.Namespace) -> int:
+    """Build the pipeline's settings from the file, then run the job."""
+    from xmpp_queue.pipeline.cli import run_pipeline
+    from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError
+
+    if args.config is None and not Path(DEFAULT_CONFIG).is_file():
+        configure_logging(args.log_level or "INFO")
+        pipeline_settings = PipelineSettings()
+    else:
+        args.config = args.config or DEFAULT_CONFIG
+        settings = _settings(args)
+        try:
+            pipeline_settings = PipelineSettings.from_dict(
+                {"database_url": settings.database.url, **settings.pipeline}
+            )
+        except PipelineSettingsError as exc:
+            raise CommandError(f"config error: {settings.source}: {exc}", EXIT_USAGE) from None
+    return int(run_pipeline(args, pipeline_settings))
+
+
+def _add_demo(subparsers: Any) -> None:
+    try:
+        from xmpp_queue.demo import add_demo_parser
+    except ImportError as exc:
+        stub = subparsers.add_parser("demo", help="the demo (unavailable)")
+        stub.add_argument("rest", nargs=argparse.REMAINDER)
+        stub.set_defaults(_handler=_unavailable("demo", exc))
+        return
+    add_demo_parser(subparsers)
+    subparsers.choices["demo"].set_defaults(_handler=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from xmpp_queue.demo import run_demo
+
+    configure_logging(args.log_level or "WARNING")
+    return int(run_demo(args))
+
+
+_EXTENSIONS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "pipeline": ("Spark jobs: bulk enqueue, queue-history report, ledger export", _add_pipeline),
+    "demo": ("a private Prosody, the component, workers and a publisher, live", _add_demo),
+}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (the first word that is no option)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser. ``pipeline`` and ``demo`` bring their own parsers, imported only when
+    *argv* names them: ``run`` must not pay for PySpark or the demo's imports at start-up.
+    ``argv=None`` builds them all."""
+    command = None if argv is None else _command_of(argv)
+    parser = argparse.ArgumentParser(
+        prog="xmpp-queue",
+        description="XEP-0060 publish-subscribe with XEP-0254 queueing, "
+        "as an XEP-0114 component of Prosody or ejabberd.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--log-level", type=_log_level, default=None, help="override [logging] level"
+    )
+    subparsers = parser.add_subparsers(metavar="COMMAND", required=True)
+
+    run = subparsers.add_parser("run", help="serve the component (after migrate)")
+    _add_config_option(run)
+    run.set_defaults(_handler=cmd_run)
+
+    migrate = subparsers.add_parser("migrate", help="create or upgrade the database schema")
+    _add_config_option(migrate)
+    migrate.set_defaults(_handler=cmd_migrate)
+
+    check = subparsers.add_parser("check-config", help="validate the config file, print it")
+    _add_config_option(check)
+    check.set_defaults(_handler=cmd_check_config)
+
+    for name, (help_text, add) in _EXTENSIONS.items():
+        if argv is None or command == name:
+            add(subparsers)
+        else:
+            _placeholder(subparsers, name, help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return int(args._handler(args))
+    except CommandError as exc:
+        print(f"xmpp-queue: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,38 @@
+"""Client library for xmpp-queue: workers and publishers over plain XMPP.
+
+A :class:`Worker` subscribes to a XEP-0254 queue node and runs an async handler
+per item (ack on success, unlock on exception, graceful drain on SIGINT /
+SIGTERM). A :class:`Publisher` puts items on a node with a window of
+outstanding publishes. Both speak to any XEP-0060 service; the queue semantics
+come from the xmpp-queue component (or any XEP-0254 implementation).
+"""
+
+from xmpp_queue.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConnectionLost,
+    PublishError,
+    StanzaError,
+)
+from xmpp_queue.client.jobs import Handler, Job, WorkerStats
+from xmpp_queue.client.payload import json_payload, parse_json_payload
+from xmpp_queue.client.publisher import Publisher, queue_config
+from xmpp_queue.client.window import RetryPolicy
+from xmpp_queue.client.worker import Worker
+
+__all__ = [
+    "AuthenticationFailed",
+    "ClientError",
+    "ConnectionLost",
+    "Handler",
+    "Job",
+    "PublishError",
+    "Publisher",
+    "RetryPolicy",
+    "StanzaError",
+    "Worker",
+    "WorkerStats",
+    "json_payload",
+    "parse_json_payload",
+    "queue_config",
+]

@@ -1,0 +1,143 @@
+"""PubSubLink: the pubsub requests of a queue client, toward one service JID.
+
+One method per XEP-0060 / XEP-0254 operation, each a single IQ built by
+:mod:`wire` and answered through :class:`QueueStream`'s futures. Errors arrive
+as :class:`StanzaError`. Events from the service (and only from it: anyone can
+send a message that looks like a notification) go to ``on_events``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from xml.etree import ElementTree as ET
+
+from xmpp_queue.client import wire
+from xmpp_queue.client.connection import QueueStream
+from xmpp_queue.client.errors import StanzaError
+
+log = logging.getLogger("xmpp_queue.client")
+
+EventsCallback = Callable[[list[wire.Event]], None]
+
+QUEUE_REQUESTS = "pubsub#queue_requests"
+
+
+def form_value(value: str | int | bool) -> str:
+    """A Python value as a XEP-0004 field value (booleans as 1/0)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+class PubSubLink:
+    """Pubsub operations over one logged-in :class:`QueueStream`."""
+
+    def __init__(self, stream: QueueStream, service: str, timeout: float = 30.0) -> None:
+        self.stream = stream
+        self.service = service
+        self.timeout = timeout
+        self.on_events: EventsCallback | None = None
+        self.on_closed: Callable[[], None] | None = None
+        stream.on_pubsub_event = self._on_message
+        stream.on_closed = self._on_closed
+
+    @classmethod
+    async def open(
+        cls,
+        jid: str,
+        password: str,
+        service: str,
+        *,
+        host: str,
+        port: int,
+        allow_plain: bool = False,
+        reply_timeout: float = 30.0,
+    ) -> PubSubLink:
+        stream = QueueStream(jid, password, allow_plain=allow_plain)
+        await stream.open(host, port, reply_timeout)
+        return cls(stream, service, reply_timeout)
+
+    @property
+    def jid(self) -> str:
+        """Our full JID (subscriptions are made for it, so presence releases them)."""
+        return str(self.stream.boundjid.full)
+
+    @property
+    def connected(self) -> bool:
+        return self.stream.transport is not None
+
+    def _on_closed(self) -> None:
+        if self.on_closed is not None:
+            self.on_closed()
+
+    def _on_message(self, message: ET.Element) -> None:
+        if message.get("from") != self.service:
+            log.warning("event=spoofed_event from=%s", message.get("from"))
+            return
+        events = wire.parse_event(message)
+        if events and self.on_events is not None:
+            self.on_events(events)
+
+    async def call(self, body: str, iq_type: str = "set") -> ET.Element:
+        return await self.stream.call(self.service, body, iq_type, self.timeout)
+
+    # --- presence ------------------------------------------------------------------
+
+    def send_presence(self, available: bool = True) -> None:
+        """Directed presence to the service: XEP-0254 §4 ties our locks to it."""
+        self.stream.write(wire.presence(self.service, available))
+
+    # --- subscriber ----------------------------------------------------------------
+
+    async def subscribe(
+        self, node: str, options: Mapping[str, str | int | bool] | None = None
+    ) -> wire.SubscriptionResult:
+        fields = {k: form_value(v) for k, v in (options or {}).items()}
+        result = await self.call(wire.subscribe(node, self.jid, fields))
+        return wire.subscription_of(result)
+
+    async def subscribe_queue(self, node: str, queue_requests: int) -> wire.SubscriptionResult:
+        """XEP-0254 §2.1: subscribe with the window in the same request."""
+        return await self.subscribe(node, {QUEUE_REQUESTS: queue_requests})
+
+    async def unsubscribe(self, node: str, subid: str | None = None) -> None:
+        await self.call(wire.unsubscribe(node, self.jid, subid))
+
+    async def retract(self, node: str, item_id: str) -> None:
+        await self.call(wire.retract(node, item_id))
+
+    async def unlock(self, node: str, item_id: str) -> None:
+        await self.call(wire.unlock(node, item_id))
+
+    async def extend(self, node: str, item_id: str, seconds: int) -> None:
+        await self.call(wire.extend(node, item_id, seconds))
+
+    async def item_ids(self, node: str) -> list[str]:
+        return wire.result_item_ids(await self.call(wire.get_items(node), "get"))
+
+    # --- owner ---------------------------------------------------------------------
+
+    async def create_node(
+        self, node: str, config: Mapping[str, str | int | bool] | None = None
+    ) -> bool:
+        """Create (and configure) *node*; False if it already existed (``conflict``)."""
+        fields = {k: form_value(v) for k, v in (config or {}).items()}
+        try:
+            await self.call(wire.create_node(node, fields))
+        except StanzaError as exc:
+            if exc.condition == "conflict":
+                return False
+            raise
+        return True
+
+    # --- closing -------------------------------------------------------------------
+
+    async def close(self, wait: float = 2.0) -> None:
+        """Unavailable presence, then end the stream."""
+        if self.connected:
+            self.send_presence(available=False)
+        await self.stream.close(wait)
+
+    def kill(self) -> None:
+        self.stream.kill()

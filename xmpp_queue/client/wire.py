@@ -1,0 +1,263 @@
+"""The pubsub stanzas a queue client sends, as strings, and what it reads back.
+
+Why strings and bare ``ElementTree`` elements instead of slixmpp stanza
+objects: the client is also the load generator of the benchmarks, which share
+two cores with the server under test. Formatting a stanza here costs a few
+microseconds; building it through slixmpp's ``ElementBase`` plugins costs a
+hundred. Every builder returns well-formed XML with its inputs escaped.
+
+Namespaces and elements follow XEP-0060 (pubsub), XEP-0254 (``unlock``),
+XEP-0131 (SHIM headers) and this project's lock extension
+(``<extend xmlns='urn:xmpp-queue:0' seconds='N'>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from xml.etree import ElementTree as ET
+
+from xmpp_queue.client.errors import StanzaError
+from xmpp_queue.client.payload import escape_text
+
+PUBSUB_NS = "http://jabber.org/protocol/pubsub"
+EVENT_NS = "http://jabber.org/protocol/pubsub#event"
+QUEUEING_NS = "urn:xmpp:pubsub:queueing:0"
+EXTEND_NS = "urn:xmpp-queue:0"
+SHIM_NS = "http://jabber.org/protocol/shim"
+DATA_NS = "jabber:x:data"
+STANZAS_NS = "urn:ietf:params:xml:ns:xmpp-stanzas"
+PUBSUB_ERRORS_NS = "http://jabber.org/protocol/pubsub#errors"
+NODE_CONFIG_FORM = "http://jabber.org/protocol/pubsub#node_config"
+SUBSCRIBE_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#subscribe_options"
+
+CLIENT_NS = "jabber:client"
+IQ_TAG = f"{{{CLIENT_NS}}}iq"
+MESSAGE_TAG = f"{{{CLIENT_NS}}}message"
+EVENT_TAG = f"{{{EVENT_NS}}}event"
+_ITEMS_TAG = f"{{{EVENT_NS}}}items"
+_ITEM_TAG = f"{{{EVENT_NS}}}item"
+_RETRACT_TAG = f"{{{EVENT_NS}}}retract"
+_UNLOCK_TAGS = (f"{{{QUEUEING_NS}}}unlock", "{urn:xmpp:queueing:0}unlock")  # + the spec's slip
+_HEADERS_TAG = f"{{{SHIM_NS}}}headers"
+_HEADER_TAG = f"{{{SHIM_NS}}}header"
+_ERROR_TAG = f"{{{CLIENT_NS}}}error"
+_TEXT_TAG = f"{{{STANZAS_NS}}}text"
+_PUBSUB_TAG = f"{{{PUBSUB_NS}}}pubsub"
+_PUBLISH_TAG = f"{{{PUBSUB_NS}}}publish"
+_PUBLISHED_ITEM_TAG = f"{{{PUBSUB_NS}}}item"
+_SUBSCRIPTION_TAG = f"{{{PUBSUB_NS}}}subscription"
+_RESULT_ITEMS_TAG = f"{{{PUBSUB_NS}}}items"
+
+
+def quote_attr(value: str) -> str:
+    """An attribute value for a single-quoted XML attribute."""
+    if "&" in value:
+        value = value.replace("&", "&amp;")
+    if "<" in value:
+        value = value.replace("<", "&lt;")
+    if "'" in value:
+        value = value.replace("'", "&apos;")
+    return value
+
+
+# --- outgoing ------------------------------------------------------------------------
+
+
+def iq(iq_type: str, iq_id: str, to: str, body: str) -> str:
+    return f"<iq type='{iq_type}' id='{quote_attr(iq_id)}' to='{quote_attr(to)}'>{body}</iq>"
+
+
+def presence(to: str, available: bool = True) -> str:
+    """Directed presence: the service releases a worker's items when it goes away."""
+    kind = "" if available else " type='unavailable'"
+    return f"<presence to='{quote_attr(to)}'{kind}/>"
+
+
+def data_form(form_type: str, fields: Mapping[str, str]) -> str:
+    """A XEP-0004 ``submit`` form with a FORM_TYPE and one value per field."""
+    parts = [
+        f"<x xmlns='{DATA_NS}' type='submit'><field var='FORM_TYPE' type='hidden'>"
+        f"<value>{form_type}</value></field>"
+    ]
+    for var, value in fields.items():
+        parts.append(f"<field var='{quote_attr(var)}'><value>{escape_text(value)}</value></field>")
+    parts.append("</x>")
+    return "".join(parts)
+
+
+def publish(node: str, payload: str | None, item_id: str | None = None) -> str:
+    """§7.1.1; *payload* is one serialised XML element, inserted as is."""
+    item_attr = "" if item_id is None else f" id='{quote_attr(item_id)}'"
+    item = f"<item{item_attr}/>" if payload is None else f"<item{item_attr}>{payload}</item>"
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>{item}</publish></pubsub>"
+    )
+
+
+def create_node(node: str, config: Mapping[str, str] | None = None) -> str:
+    """§8.1.3 create-and-configure in one request (§8.1.2 without *config*)."""
+    configure = ""
+    if config:
+        configure = f"<configure>{data_form(NODE_CONFIG_FORM, config)}</configure>"
+    return f"<pubsub xmlns='{PUBSUB_NS}'><create node='{quote_attr(node)}'/>{configure}</pubsub>"
+
+
+def subscribe(node: str, jid: str, options: Mapping[str, str] | None = None) -> str:
+    """§6.3.7 subscribe-and-configure: XEP-0254 §2.1's second request, sent first."""
+    n, j = quote_attr(node), quote_attr(jid)
+    opts = ""
+    if options:
+        opts = (
+            f"<options node='{n}' jid='{j}'>{data_form(SUBSCRIBE_OPTIONS_FORM, options)}</options>"
+        )
+    return f"<pubsub xmlns='{PUBSUB_NS}'><subscribe node='{n}' jid='{j}'/>{opts}</pubsub>"
+
+
+def unsubscribe(node: str, jid: str, subid: str | None = None) -> str:
+    sub = "" if subid is None else f" subid='{quote_attr(subid)}'"
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'>"
+        f"<unsubscribe node='{quote_attr(node)}' jid='{quote_attr(jid)}'{sub}/></pubsub>"
+    )
+
+
+def retract(node: str, item_id: str) -> str:
+    """XEP-0254 §2.3: from the lock holder, the ack."""
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><retract node='{quote_attr(node)}'>"
+        f"<item id='{quote_attr(item_id)}'/></retract></pubsub>"
+    )
+
+
+def unlock(node: str, item_id: str) -> str:
+    """XEP-0254 §2.4: give the item back (nack)."""
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{QUEUEING_NS}' node='{quote_attr(node)}'>"
+        f"<item id='{quote_attr(item_id)}'/></unlock></pubsub>"
+    )
+
+
+def extend(node: str, item_id: str, seconds: int) -> str:
+    """This project's extension: keep the lock for *seconds* from now."""
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><extend xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
+        f" seconds='{int(seconds)}'><item id='{quote_attr(item_id)}'/></extend></pubsub>"
+    )
+
+
+def get_items(node: str, max_items: int | None = None) -> str:
+    limit = "" if max_items is None else f" max_items='{int(max_items)}'"
+    return f"<pubsub xmlns='{PUBSUB_NS}'><items node='{quote_attr(node)}'{limit}/></pubsub>"
+
+
+# --- incoming ------------------------------------------------------------------------
+
+
+def parse_error(stanza: ET.Element) -> StanzaError:
+    """The RFC 6120 error of an IQ (or any stanza) with ``type='error'``."""
+    error = stanza.find(_ERROR_TAG)
+    if error is None:
+        return StanzaError("undefined-condition", "error stanza without <error/>")
+    condition, text, app = "undefined-condition", "", None
+    for child in error:
+        tag = child.tag
+        if tag == _TEXT_TAG:
+            text = child.text or ""
+        elif tag.startswith(f"{{{STANZAS_NS}}}"):
+            condition = tag[len(STANZAS_NS) + 2 :]
+        elif tag.startswith("{"):
+            app = tag.partition("}")[2]
+    return StanzaError(condition, text, error.get("type", "cancel"), app)
+
+
+def published_item_id(result: ET.Element) -> str | None:
+    """The item id in a publish result (§7.1.2), when the service sent one."""
+    pubsub = result.find(_PUBSUB_TAG)
+    if pubsub is None:
+        return None
+    item = pubsub.find(f"{_PUBLISH_TAG}/{_PUBLISHED_ITEM_TAG}")
+    return None if item is None else item.get("id")
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionResult:
+    subid: str | None
+    state: str
+
+
+def subscription_of(result: ET.Element) -> SubscriptionResult:
+    """§6.1.2: the ``<subscription/>`` of a subscribe result (state ``subscribed``
+    when the service answered with an empty result, as §6.1.2 allows)."""
+    sub = result.find(f"{_PUBSUB_TAG}/{_SUBSCRIPTION_TAG}")
+    if sub is None:
+        return SubscriptionResult(None, "subscribed")
+    return SubscriptionResult(sub.get("subid"), sub.get("subscription", "subscribed"))
+
+
+def result_item_ids(result: ET.Element) -> list[str]:
+    """The item ids of a §6.5 items result."""
+    items = result.find(f"{_PUBSUB_TAG}/{_RESULT_ITEMS_TAG}")
+    if items is None:
+        return []
+    return [i.get("id", "") for i in items.findall(f"{{{PUBSUB_NS}}}item")]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemEvent:
+    """An item handed to us; ``element`` is its payload (None without payload)."""
+
+    node: str
+    item_id: str
+    element: ET.Element | None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RetractEvent:
+    """The item is gone: on a queue node, the confirmation of our ack."""
+
+    node: str
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnlockEvent:
+    """XEP-0254 §2.4: the item is no longer ours (our nack, or the lock timed out)."""
+
+    node: str
+    item_id: str
+
+
+Event = ItemEvent | RetractEvent | UnlockEvent
+
+
+def parse_headers(message: ET.Element) -> dict[str, str]:
+    """XEP-0131 SHIM headers of a message (e.g. a dead letter's origin)."""
+    headers = message.find(_HEADERS_TAG)
+    if headers is None:
+        return {}
+    return {h.get("name", ""): h.text or "" for h in headers.iter(_HEADER_TAG)}
+
+
+def parse_event(message: ET.Element) -> list[Event]:
+    """The item, retract and unlock notifications in one pubsub event message."""
+    event = message.find(EVENT_TAG)
+    if event is None:
+        return []
+    out: list[Event] = []
+    headers: dict[str, str] | None = None
+    for items in event.iter(_ITEMS_TAG):
+        node = items.get("node", "")
+        for child in items:
+            tag = child.tag
+            if tag == _ITEM_TAG:
+                if headers is None:
+                    headers = parse_headers(message)
+                payload = child[0] if len(child) else None
+                out.append(ItemEvent(node, child.get("id", ""), payload, headers))
+            elif tag == _RETRACT_TAG:
+                out.append(RetractEvent(node, child.get("id", "")))
+            elif tag in _UNLOCK_TAGS:
+                out.append(UnlockEvent(node, child.get("id", "")))
+    return out

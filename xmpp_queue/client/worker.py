@@ -1,0 +1,277 @@
+"""Worker: take items from a XEP-0254 queue node and run a handler on each.
+
+Usage::
+
+    async def handle(job: Job) -> None:
+        print(job.item_id, job.json())      # raise to give the item back
+
+    worker = Worker("bee@localhost", "secret", "queue.localhost", "jobs", handle,
+                    queue_requests=4, allow_plain=True)
+    asyncio.run(worker.run())               # Ctrl-C drains and returns
+
+The life of a worker, in protocol terms:
+
+1. log in, send directed presence to the service (XEP-0254 §4: when this
+   connection goes away, the XMPP server tells the service, which unlocks our
+   items and unsubscribes us);
+2. subscribe with ``pubsub#queue_requests`` in the same request (§2.1): the
+   service then hands over up to that many items at a time;
+3. per item: the handler runs; success → retract (ack), exception → unlock;
+4. on SIGINT/SIGTERM or :meth:`stop`: unsubscribe first (no new items), let
+   running handlers finish for ``drain_grace`` seconds, unlock what is left,
+   send unavailable presence, close the stream (§4's order for a subscriber
+   that stops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+
+from xmpp_queue.client.errors import ClientError, ConnectionLost
+from xmpp_queue.client.jobs import Handler, JobRunner, WorkerStats
+from xmpp_queue.client.link import PubSubLink
+from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
+
+log = logging.getLogger("xmpp_queue.client")
+
+
+class Worker:
+    """A queue subscriber that runs ``await handler(job)`` for each item it gets.
+
+    *lock_extend* (seconds), when set, keeps long jobs' locks alive: a lock held
+    for a third of that time is pushed to now + *lock_extend* (and again a third
+    of the period after each extension). Choose it no longer than the node's
+    lock timeout.
+
+    *link_factory* replaces the login (tests pass a fake link; anything with
+    :class:`PubSubLink`'s methods will do).
+    """
+
+    def __init__(
+        self,
+        jid: str,
+        password: str,
+        service_jid: str,
+        node: str,
+        handler: Handler,
+        *,
+        queue_requests: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 5222,
+        lock_extend: int | None = None,
+        allow_plain: bool = False,
+        drain_grace: float = 30.0,
+        name: str | None = None,
+        link_factory: Callable[[], Awaitable[PubSubLink]] | None = None,
+    ) -> None:
+        if queue_requests < 1:
+            raise ValueError("queue_requests must be a positive integer")
+        self.jid = jid
+        self._password = password
+        self.service_jid = service_jid
+        self.node = node
+        self.handler = handler
+        self.queue_requests = queue_requests
+        self.host = host
+        self.port = port
+        self.lock_extend = lock_extend
+        self.allow_plain = allow_plain
+        self.drain_grace = drain_grace
+        self.name = name or jid
+        self._link_factory = link_factory or self._open_link
+        self.stats = WorkerStats()
+        self.subid: str | None = None
+        self._link: PubSubLink | None = None
+        self._runner: JobRunner | None = None
+        self._extender: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._finished = asyncio.Event()
+        self._failure: BaseException | None = None
+
+    # --- state ---------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Items this worker holds a lock on right now."""
+        return 0 if self._runner is None else self._runner.held
+
+    @property
+    def link(self) -> PubSubLink | None:
+        return self._link
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping is not None or self._finished.is_set()
+
+    # --- starting ------------------------------------------------------------------
+
+    async def _open_link(self) -> PubSubLink:
+        return await PubSubLink.open(
+            self.jid,
+            self._password,
+            self.service_jid,
+            host=self.host,
+            port=self.port,
+            allow_plain=self.allow_plain,
+        )
+
+    async def start(self) -> None:
+        """Log in, send presence, subscribe; items may arrive as soon as this returns."""
+        link = await self._link_factory()
+        self._link = link
+        self._runner = JobRunner(
+            link,
+            self.handler,
+            self.queue_requests,
+            stats=self.stats,
+            lock_extend=self.lock_extend,
+            name=self.name,
+        )
+        link.on_events = self._on_events
+        link.on_closed = self._on_closed
+        link.send_presence()
+        try:
+            sub = await link.subscribe_queue(self.node, self.queue_requests)
+        except BaseException:
+            link.on_closed = None  # not a disconnection to report: start() raises
+            link.kill()
+            raise
+        self.subid = sub.subid
+        log.info(
+            "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s",
+            self.name,
+            self.node,
+            self.queue_requests,
+            sub.subid,
+        )
+        if self.lock_extend:
+            self._extender = asyncio.ensure_future(self._runner.extend_forever())
+
+    async def run(self, *, handle_signals: bool = True) -> WorkerStats:
+        """Start, process until stopped (signal, :meth:`stop`, :meth:`abort`), return stats.
+
+        With *handle_signals*, SIGINT and SIGTERM start a graceful stop and a
+        second signal aborts. Raises :class:`ConnectionLost` if the server closes
+        the stream while the worker was not stopping. Cancelling ``run`` aborts
+        the worker (see :meth:`abort`); call :meth:`stop` first for a drain.
+        """
+        await self.start()
+        with self._signals(handle_signals):
+            try:
+                await self._finished.wait()
+            except asyncio.CancelledError:
+                self.abort()
+                raise
+        if self._failure is not None:
+            raise self._failure
+        return self.stats
+
+    async def wait(self) -> None:
+        """Until the worker has stopped, for whatever reason."""
+        await self._finished.wait()
+
+    @contextlib.contextmanager
+    def _signals(self, enabled: bool) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+
+        def on_signal(signum: signal.Signals) -> None:
+            if self._stopping is None:
+                log.info("event=worker_draining worker=%s signal=%s", self.name, signum.name)
+                self._stopping = asyncio.ensure_future(self._stop(self.drain_grace))
+            else:
+                log.warning("event=worker_abort worker=%s signal=%s", self.name, signum.name)
+                self.abort()
+
+        if enabled:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(signum, on_signal, signum)
+                    installed.append(signum)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass  # not the main thread, or no signals on this platform
+        try:
+            yield
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    # --- events --------------------------------------------------------------------
+
+    def _on_events(self, events: list[Event]) -> None:
+        runner = self._runner
+        if runner is None:
+            return
+        for event in events:
+            if event.node != self.node:
+                continue
+            if isinstance(event, ItemEvent):
+                runner.offer(event)
+            elif isinstance(event, UnlockEvent):
+                runner.on_unlocked(event.item_id)
+            # RetractEvent: the service confirms an ack; nothing left to do.
+
+    def _on_closed(self) -> None:
+        if self._finished.is_set() or self._stopping is not None:
+            return
+        log.error("event=worker_disconnected worker=%s", self.name)
+        self._failure = ConnectionLost(f"{self.name}: the server closed the stream")
+        self._halt()
+
+    def _halt(self) -> None:
+        if self._extender is not None:
+            self._extender.cancel()
+        if self._runner is not None:
+            self._runner.abandon()
+        self._finished.set()
+
+    # --- stopping ------------------------------------------------------------------
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Drain gracefully (see the module docstring); safe to call more than once."""
+        if self._finished.is_set() and self._stopping is None:
+            return
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(
+                self._stop(self.drain_grace if grace is None else grace)
+            )
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self, grace: float) -> None:
+        link, runner = self._link, self._runner
+        try:
+            if runner is not None:
+                runner.accepting = False
+            if self._extender is not None:
+                self._extender.cancel()
+            if link is None or not link.connected:
+                return
+            try:
+                await link.unsubscribe(self.node, self.subid)
+            except (ClientError, TimeoutError) as exc:
+                log.warning("event=unsubscribe_failed worker=%s error=%s", self.name, exc)
+            if runner is not None:
+                await runner.drain(grace)
+            await link.close()
+            log.info(
+                "event=worker_stopped worker=%s acked=%d failed=%d lost=%d returned=%d",
+                self.name,
+                self.stats.acked,
+                self.stats.failed,
+                self.stats.lost,
+                self.stats.returned,
+            )
+        finally:
+            self._halt()
+
+    def abort(self) -> None:
+        """Drop the connection at once, as a crash would: nothing is unsubscribed or
+        unlocked here. The XMPP server sends the service our unavailable presence
+        and the service hands our items to others (or their locks time out)."""
+        if self._link is not None:
+            self._link.kill()
+        self._halt()

@@ -1,0 +1,330 @@
+"""config.toml → typed, validated, frozen settings.
+
+Why so strict: an operator's typo (``sever_port``) that passes silently is
+found hours later as "the component never connects". Every unknown section or
+key, wrong type, bad JID or out-of-range number is therefore ONE
+:class:`ConfigError` whose message starts with the dotted key and says what is
+expected, e.g. ``component.server_port: expected an integer 1-65535, got "abc"``.
+The CLI prints that one line and exits 2.
+
+Only :func:`load_config` touches the file system; :func:`parse_config` takes
+the parsed TOML table, so tests need no files. Nothing here connects anywhere.
+The ``[pipeline]`` table is carried through as raw values: the pipeline
+validates its own settings (``xmpp_queue.pipeline.settings``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from xmpp_queue.core.model import NodeConfig
+
+DEFAULT_DATABASE_URL = "sqlite:///xmpp-queue.sqlite"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_URL_SCHEME = re.compile(r"^(?P<backend>[a-z][a-z0-9]*)(\+[a-z0-9_]+)?://", re.IGNORECASE)
+_BACKENDS = ("sqlite", "postgresql", "postgres")
+
+
+class ConfigError(ValueError):
+    """A bad configuration. ``key`` is the dotted key at fault ("" for the file itself),
+    ``source`` the file (set by :func:`load_config`); ``str()`` is "key: problem"."""
+
+    def __init__(self, key: str, problem: str, source: Path | None = None) -> None:
+        super().__init__(f"{key}: {problem}" if key else problem)
+        self.key = key
+        self.problem = problem
+        self.source = source
+
+    def one_line(self) -> str:
+        """The line the CLI prints: ``FILE: key: problem``."""
+        return f"{self.source}: {self}" if self.source is not None else str(self)
+
+
+# --- the settings ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentSettings:
+    """``[component]``: who the component is and where its XMPP server listens.
+
+    ``jid`` is the component's domain (``queue.example.org``) as declared on the
+    server; ``secret`` the shared XEP-0114 secret; ``server_host``/``server_port``
+    the server's component listener.
+    """
+
+    jid: str
+    secret: str
+    server_host: str = "127.0.0.1"
+    server_port: int = 5347
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """``[database]``: a SQLAlchemy URL (``sqlite:///path`` or ``postgresql://...``).
+
+    A relative SQLite path is relative to the working directory of the process.
+    """
+
+    url: str = DEFAULT_DATABASE_URL
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """``[admins]``: bare JIDs that own every node and may run the admin commands."""
+
+    jids: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """``[queue]``: defaults of new nodes (owners may change them per node)."""
+
+    default_lock_timeout: int = 300
+    default_max_deliveries: int = 0
+    default_retry_delay: int = 0
+    default_retry_delay_max: int = 600
+    max_payload_size: int = 262144
+
+    def node_config(self) -> NodeConfig:
+        """The configuration a new node starts from (before the creator's form)."""
+        return dataclasses.replace(
+            NodeConfig(),
+            queue_lock_timeout=self.default_lock_timeout,
+            queue_max_deliveries=self.default_max_deliveries,
+            queue_retry_delay=self.default_retry_delay,
+            queue_retry_delay_max=self.default_retry_delay_max,
+            max_payload_size=self.max_payload_size,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingSettings:
+    """``[logging]``: the level, and a file to append to (None: standard error)."""
+
+    level: str = "INFO"
+    file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The whole file. ``source`` is where it was read from (None when built in code)."""
+
+    component: ComponentSettings
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    admins: AdminSettings = field(default_factory=AdminSettings)
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+    pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    source: Path | None = None
+
+
+# --- value checks --------------------------------------------------------------------
+
+
+def _show(value: object) -> str:
+    """A value as the operator wrote it: strings quoted, other TOML types as TOML."""
+    if isinstance(value, str):
+        return '"' + value.replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return str(value)
+
+
+def _string(key: str, value: object, *, empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected a string, got {_show(value)}")
+    if not empty and not value.strip():
+        raise ConfigError(key, "expected a non-empty string")
+    return value
+
+
+def _integer(minimum: int, maximum: int, unit: str = "") -> Callable[[str, object], int]:
+    def check(key: str, value: object) -> int:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not (minimum <= value <= maximum)
+        ):
+            suffix = f" ({unit})" if unit else ""
+            raise ConfigError(
+                key, f"expected an integer {minimum}-{maximum}{suffix}, got {_show(value)}"
+            )
+        return value
+
+    return check
+
+
+def _parse_jid(key: str, value: object) -> Any:
+    from slixmpp.jid import JID, InvalidJID
+
+    text = _string(key, value)
+    try:
+        return JID(text.strip())
+    except InvalidJID as exc:
+        raise ConfigError(key, f"not a valid JID ({exc}), got {_show(value)}") from None
+
+
+def _component_jid(key: str, value: object) -> str:
+    jid = _parse_jid(key, value)
+    if jid.user or jid.resource:
+        raise ConfigError(
+            key, f"expected a domain JID such as queue.example.org, got {_show(value)}"
+        )
+    return str(jid.domain)
+
+
+def _bare_jid(key: str, value: object) -> str:
+    jid = _parse_jid(key, value)
+    if not jid.user or jid.resource:
+        raise ConfigError(key, f"expected a bare JID such as admin@example.org, got {_show(value)}")
+    return str(jid.bare)
+
+
+def _host(key: str, value: object) -> str:
+    text = _string(key, value).strip()
+    if any(c.isspace() for c in text) or "/" in text:
+        raise ConfigError(key, f"expected a host name or IP address, got {_show(value)}")
+    return text
+
+
+def _database_url(key: str, value: object) -> str:
+    text = _string(key, value).strip()
+    match = _URL_SCHEME.match(text)
+    if match is None or match["backend"].lower() not in _BACKENDS:
+        # Never echo the URL: it may carry a password.
+        shown = f'scheme "{match["backend"]}"' if match else "no scheme://"
+        raise ConfigError(
+            key, f"expected a sqlite:///PATH or postgresql://USER@HOST/DB URL, got {shown}"
+        )
+    return text
+
+
+def _admin_jids(key: str, value: object) -> frozenset[str]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected an array of bare JIDs, got {_show(value)}")
+    return frozenset(_bare_jid(f"{key}[{i}]", jid) for i, jid in enumerate(value))
+
+
+def _log_level(key: str, value: object) -> str:
+    text = _string(key, value).strip().upper()
+    if text not in LOG_LEVELS:
+        raise ConfigError(key, f"expected one of {', '.join(LOG_LEVELS)}, got {_show(value)}")
+    return text
+
+
+def _log_file(key: str, value: object) -> Path:
+    return Path(_string(key, value))
+
+
+# --- the schema: one row per key -----------------------------------------------------
+
+Check = Callable[[str, object], Any]
+_SECONDS_WEEK = 7 * 86400
+
+_SCHEMA: dict[str, dict[str, Check]] = {
+    "component": {
+        "jid": _component_jid,
+        "secret": lambda k, v: _string(k, v),
+        "server_host": _host,
+        "server_port": _integer(1, 65535),
+    },
+    "database": {"url": _database_url},
+    "admins": {"jids": _admin_jids},
+    "queue": {
+        "default_lock_timeout": _integer(1, _SECONDS_WEEK, "seconds"),
+        "default_max_deliveries": _integer(0, 1_000_000, "0 = no limit"),
+        "default_retry_delay": _integer(0, 86400, "seconds"),
+        "default_retry_delay_max": _integer(0, _SECONDS_WEEK, "seconds"),
+        "max_payload_size": _integer(1, 16 * 1024 * 1024, "bytes"),
+    },
+    "logging": {"level": _log_level, "file": _log_file},
+}
+_REQUIRED = {"component": ("jid", "secret")}
+_PASS_THROUGH = ("pipeline",)  # validated by their own modules
+
+
+def _unknown(key: str, known: list[str], what: str) -> ConfigError:
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
+    hint = f'did you mean "{close[0]}"? ' if close else ""
+    return ConfigError(key, f"unknown {what} ({hint}expected one of: {', '.join(known)})")
+
+
+def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(name, f"expected a table [{name}], got {_show(table)}")
+    schema = _SCHEMA[name]
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        if key not in schema:
+            raise _unknown(f"{name}.{key}", list(schema), "key")
+        values[key] = schema[key](f"{name}.{key}", raw)
+    for key in _REQUIRED.get(name, ()):
+        if key not in values:
+            raise ConfigError(f"{name}.{key}", "missing (required)")
+    return values
+
+
+def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Settings:
+    """Validate a parsed TOML document; the first problem found is raised."""
+    sections = [*_SCHEMA, *_PASS_THROUGH]
+    for name in data:
+        if name not in sections:
+            raise _unknown(name, sections, "section")
+    if "component" not in data:
+        raise ConfigError("component", "missing section [component] (jid and secret)")
+    queue = QueueSettings(**_section(data, "queue"))
+    if queue.default_retry_delay > queue.default_retry_delay_max > 0:
+        raise ConfigError(
+            "queue.default_retry_delay",
+            f"must not exceed queue.default_retry_delay_max ({queue.default_retry_delay_max})",
+        )
+    pipeline = data.get("pipeline", {})
+    if not isinstance(pipeline, dict):
+        raise ConfigError("pipeline", f"expected a table [pipeline], got {_show(pipeline)}")
+    admins = _section(data, "admins")
+    return Settings(
+        component=ComponentSettings(**_section(data, "component")),
+        database=DatabaseSettings(**_section(data, "database")),
+        admins=AdminSettings(jids=admins.get("jids", frozenset())),
+        queue=queue,
+        logging=LoggingSettings(**_section(data, "logging")),
+        pipeline=MappingProxyType(dict(pipeline)),
+        source=source,
+    )
+
+
+def load_config(path: str | Path) -> Settings:
+    """Read and validate *path*. A missing file or bad TOML is a ConfigError too."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            "", "no such file (start from config.example.toml, or pass -c FILE)", path
+        ) from None
+    except OSError as exc:
+        raise ConfigError("", f"cannot read: {exc.strerror}", path) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("", "not UTF-8 text", path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("", f"not valid TOML: {exc}", path) from None
+    try:
+        return parse_config(data, source=path)
+    except ConfigError as exc:
+        exc.source = path
+        raise

@@ -1,0 +1,171 @@
+"""CommitBatcher: one writer, many operations per transaction (group commit).
+
+Why: a durable commit (fsync) costs far more than the statements of one
+operation, and slixmpp runs every stanza's handler as its own task. So every
+operation is queued here and a single task runs them one after another inside
+one transaction, then commits once for the whole burst. This gives:
+
+- group commit: a burst of publishes shares one transaction and one fsync;
+- serialisation: operations never interleave, so a check-then-write inside an
+  operation cannot race another one (ack versus timeout loses cleanly);
+- commit-before-effects: a caller gets its result (and the notifications to
+  send) only after the transaction holding its change committed.
+
+An operation that raises a :class:`PubSubError` fails alone (guards raise
+before any write). Anything else (a driver error, a bug) rolls the batch back
+and the batch is re-run one operation per transaction, so one bad operation
+cannot fail its neighbours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from xmpp_queue.core.effects import Effect
+from xmpp_queue.core.errors import PubSubError
+from xmpp_queue.core.ports import Clock, Store, Transaction
+
+T = TypeVar("T")
+log = logging.getLogger("xmpp_queue.core.batcher")
+
+
+@dataclass(slots=True)
+class Work:
+    """What an operation sees: the shared transaction, its own clock reading and
+    its own list of effects."""
+
+    tx: Transaction
+    now: datetime
+    effects: list[Effect] = field(default_factory=list)
+    deadlines_changed: bool = False
+
+
+Operation = Callable[[Work], Awaitable[T]]
+
+
+@dataclass(slots=True)
+class _Pending(Generic[T]):
+    op: Operation[T]
+    future: asyncio.Future[tuple[T, tuple[Effect, ...]]]
+    result: Any = None
+    effects: tuple[Effect, ...] = ()
+    error: BaseException | None = None
+
+
+class CommitBatcher:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        max_batch: int,
+        on_deadlines: Callable[[datetime | None], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._max_batch = max(1, max_batch)
+        self._queue: asyncio.Queue[_Pending[Any]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.on_deadlines = on_deadlines
+        self.batches = 0
+        self.operations = 0
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="xmpp-queue-commit-batcher"
+            )
+
+    async def stop(self) -> None:
+        """Let queued operations finish, then stop the writer."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        self._task = None
+
+    async def run(self, op: Operation[T]) -> tuple[T, tuple[Effect, ...]]:
+        """Queue *op*; return its result and effects once its batch committed."""
+        self.start()
+        future: asyncio.Future[tuple[T, tuple[Effect, ...]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        await self._queue.put(_Pending(op, future))
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._run_batch(batch)
+            except asyncio.CancelledError:
+                for p in batch:
+                    if not p.future.done():
+                        p.future.cancel()
+                raise
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _run_batch(self, batch: list[_Pending[Any]]) -> None:
+        try:
+            deadline = await self._attempt(batch)
+        except Exception:
+            log.warning(
+                "event=batch_failed size=%d action=retry_one_by_one", len(batch), exc_info=True
+            )
+            for p in batch:
+                p.error = None
+                try:
+                    deadline = await self._attempt([p])
+                except Exception as exc:
+                    p.error = exc
+                    deadline = _UNCHANGED
+                self._resolve([p], deadline)
+            return
+        self._resolve(batch, deadline)
+
+    async def _attempt(self, batch: list[_Pending[Any]]) -> object:
+        """Run the batch in one transaction; raise if anything but a PubSubError broke."""
+        changed = False
+        async with self._store.transaction() as tx:
+            for p in batch:
+                work = Work(tx=tx, now=self._clock())
+                try:
+                    p.result = await p.op(work)
+                    p.effects = tuple(work.effects)
+                    p.error = None
+                    changed = changed or work.deadlines_changed
+                except PubSubError as exc:
+                    p.error = exc
+            deadline: object = _UNCHANGED
+            if changed:
+                deadline = await tx.items.next_deadline(self._clock())
+            await tx.commit()
+        self.batches += 1
+        self.operations += len(batch)
+        return deadline
+
+    def _resolve(self, batch: list[_Pending[Any]], deadline: object) -> None:
+        for p in batch:
+            if p.future.done():
+                continue
+            if p.error is not None:
+                p.future.set_exception(p.error)
+            else:
+                p.future.set_result((p.result, p.effects))
+        if deadline is not _UNCHANGED and self.on_deadlines is not None:
+            self.on_deadlines(deadline)  # type: ignore[arg-type]
+
+
+_UNCHANGED = object()

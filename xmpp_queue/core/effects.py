@@ -1,0 +1,132 @@
+"""Notifications as data.
+
+The core never sends anything: each service call returns an :class:`Outcome`
+whose ``effects`` list the notifications to send, after the change committed.
+The glue (``xmpp/render.py``) turns each effect into one ``<message>``; tests
+read them directly. ``to`` is the JID the notification goes to (a subscription's
+JID: bare or full).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from xmpp_queue.core.model import NodeConfig, SubscriptionState
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeItem:
+    """One item inside an items notification; ``payload`` None when not delivered."""
+
+    item_id: str
+    payload: str | None
+    publisher: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemNotice:
+    """XEP-0060 §7.1.2.1 event with items (for a queue: the one locked item).
+
+    ``queue`` marks notices of queue nodes: they must reach the worker (normal
+    message, stored offline by the server) where broadcast notices are headlines.
+    """
+
+    to: str
+    node: str
+    items: tuple[NoticeItem, ...]
+    subids: tuple[str, ...] = ()
+    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+
+
+@dataclass(frozen=True, slots=True)
+class RetractNotice:
+    """XEP-0060 §7.2.2.1 retract event; on a queue, XEP-0254 §2.3's ack notice."""
+
+    to: str
+    node: str
+    item_ids: tuple[str, ...]
+    subids: tuple[str, ...] = ()
+    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+
+
+@dataclass(frozen=True, slots=True)
+class UnlockNotice:
+    """XEP-0254 §2.4: the item is no longer locked to this subscriber."""
+
+    to: str
+    node: str
+    item_id: str
+    reason: str = "unlocked"
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeNotice:
+    to: str
+    node: str
+    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteNotice:
+    to: str
+    node: str
+    redirect: str | None = None
+    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigNotice:
+    """XEP-0060 §8.2.4 configuration change; ``config`` None when payloads are off."""
+
+    to: str
+    node: str
+    config: NodeConfig | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionNotice:
+    """XEP-0060 §8.8.4 / §12.6: a subscription changed by someone else (owner, admin, timer)."""
+
+    to: str
+    node: str
+    jid: str
+    state: SubscriptionState
+    subid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationRequest:
+    """XEP-0060 §8.6: ask an owner to approve a pending subscription (authorize model)."""
+
+    to: str
+    node: str
+    jid: str
+    subid: str
+
+
+Effect = (
+    ItemNotice
+    | RetractNotice
+    | UnlockNotice
+    | PurgeNotice
+    | DeleteNotice
+    | ConfigNotice
+    | SubscriptionNotice
+    | AuthorizationRequest
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """What a service call returns: its result and the notifications to send.
+
+    The glue answers the request first, then sends the effects in order.
+    """
+
+    value: T
+    effects: tuple[Effect, ...] = ()

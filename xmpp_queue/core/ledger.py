@@ -1,0 +1,38 @@
+"""The event ledger: one row per state change of a queue item.
+
+The service appends these in the same transaction as the change (DESIGN:
+durability); the Spark pipeline reads them. Table and column names live in
+``xmpp_queue/ledger_names.py`` (shared by storage and pipeline); the event kinds
+are here because they are the domain's words.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class EventKind(enum.StrEnum):
+    PUBLISHED = "published"
+    DELIVERED = "delivered"
+    ACKED = "acked"
+    UNLOCKED = "unlocked"
+    EXPIRED = "expired"
+    DEAD_LETTERED = "dead_lettered"
+    RETRACTED = "retracted"
+    PURGED = "purged"
+    EXTENDED = "extended"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEvent:
+    """One ledger row. ``subscriber`` is the lock holder's JID where one is involved."""
+
+    at: datetime
+    kind: EventKind
+    node: str
+    item_id: str
+    subscriber: str | None = None
+    deliveries: int = 0
+    payload_size: int = 0

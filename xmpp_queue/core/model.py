@@ -1,0 +1,197 @@
+"""Value types of the pubsub/queue domain.
+
+Plain frozen dataclasses and enums: what the service reasons about, what the
+repositories store and what the glue renders. Nothing here knows XML, sockets
+or SQL. JIDs are plain strings; the glue normalises them (slixmpp's JID) before
+they reach the core, so the core only needs to split off a resource.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+def bare(jid: str) -> str:
+    """The bare JID (local@domain) of a full or bare JID string."""
+    return jid.split("/", 1)[0]
+
+
+def jid_matches(subscription_jid: str, requester: str) -> bool:
+    """Whether *requester* may act for a subscription held by *subscription_jid*.
+
+    A full-JID subscription belongs to that resource alone; a bare-JID
+    subscription to every resource of the account (DESIGN: lock holder identity).
+    """
+    if "/" in subscription_jid:
+        return subscription_jid == requester
+    return subscription_jid == bare(requester)
+
+
+class Affiliation(enum.StrEnum):
+    """XEP-0060 §4.1 affiliations, strongest first."""
+
+    OWNER = "owner"
+    PUBLISHER = "publisher"
+    PUBLISH_ONLY = "publish-only"
+    MEMBER = "member"
+    NONE = "none"
+    OUTCAST = "outcast"
+
+
+class SubscriptionState(enum.StrEnum):
+    """XEP-0060 §4.2 subscription states."""
+
+    NONE = "none"
+    PENDING = "pending"
+    UNCONFIGURED = "unconfigured"
+    SUBSCRIBED = "subscribed"
+
+
+class AccessModel(enum.StrEnum):
+    OPEN = "open"
+    WHITELIST = "whitelist"
+    AUTHORIZE = "authorize"
+
+
+class PublishModel(enum.StrEnum):
+    PUBLISHERS = "publishers"
+    SUBSCRIBERS = "subscribers"
+    OPEN = "open"
+
+
+class SendLastPublished(enum.StrEnum):
+    NEVER = "never"
+    ON_SUB = "on_sub"
+    ON_SUB_AND_PRESENCE = "on_sub_and_presence"
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who asks. ``jid`` is the full JID of the requester as the server stamped it.
+
+    ``system`` is the service itself (admin commands, timers): it may do
+    everything, like Prosody's ``actor = true``.
+    """
+
+    jid: str
+    system: bool = False
+
+    @property
+    def bare(self) -> str:
+        return bare(self.jid)
+
+
+SYSTEM = Actor(jid="", system=True)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """A node's configuration (XEP-0060 §16.4 node_config plus our queue fields).
+
+    ``max_items`` None means "max" (no limit). Queue fields only matter when
+    ``queue`` is true; their meaning is in DESIGN.md "Queueing choices".
+    """
+
+    title: str = ""
+    max_items: int | None = None
+    persist_items: bool = True
+    deliver_payloads: bool = True
+    notify_retract: bool = True
+    notify_delete: bool = True
+    notify_config: bool = False
+    access_model: AccessModel = AccessModel.OPEN
+    publish_model: PublishModel = PublishModel.PUBLISHERS
+    max_payload_size: int = 262144
+    send_last_published_item: SendLastPublished = SendLastPublished.NEVER
+    queue: bool = False
+    queue_lock_timeout: int = 300
+    queue_max_deliveries: int = 0
+    queue_dead_letter: str = ""
+    queue_retry_delay: int = 0
+    queue_retry_delay_max: int = 600
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: str
+    config: NodeConfig
+    created_at: datetime
+    creator: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A stored item. ``payload`` is opaque to the core (canonical XML made by the glue).
+
+    Queue state: ``locked_by`` is the subid of the subscription holding the item,
+    ``lock_jid`` its JID, ``lock_expires_at`` the deadline; ``available_at`` keeps
+    an unlocked item out of dispatch until then (retry delay); ``deliveries``
+    counts hand-outs. ``headers`` carry metadata such as a dead letter's origin
+    (rendered as XEP-0131 SHIM headers).
+    """
+
+    node: str
+    item_id: str
+    seq: int
+    publisher: str
+    payload: str | None
+    published_at: datetime
+    updated_at: datetime
+    payload_size: int = 0
+    locked_by: str | None = None
+    lock_jid: str | None = None
+    locked_at: datetime | None = None
+    lock_expires_at: datetime | None = None
+    available_at: datetime | None = None
+    deliveries: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A subscription: (node, jid, subid). ``options`` are raw subscribe_options values.
+
+    ``queue_requests`` is XEP-0254's parallelism window (None on ordinary nodes).
+    """
+
+    node: str
+    jid: str
+    subid: str
+    state: SubscriptionState
+    created_at: datetime
+    queue_requests: int | None = None
+    options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    last_activity: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AffiliationEntry:
+    node: str
+    jid: str
+    affiliation: Affiliation
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    """XEP-0059 request: ``max`` items, ``after``/``before`` item ids, or ``index``.
+
+    ``before == ""`` asks for the last page (§2.5).
+    """
+
+    max: int | None = None
+    after: str | None = None
+    before: str | None = None
+    index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemPage:
+    """Items in publish order, with XEP-0059 paging facts when paging was asked."""
+
+    items: tuple[Item, ...]
+    count: int
+    first_index: int | None = None
+    paged: bool = False

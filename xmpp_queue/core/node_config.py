@@ -1,0 +1,372 @@
+"""The node configuration and subscription option field tables.
+
+One table per form, so the XEP-0004 forms (``xmpp/forms.py``), the admin
+commands and the validation all derive from the same rows: a field is added
+here once. Values arrive as XEP-0004 raw strings (``Mapping[var, Sequence[str]]``)
+and leave as typed :class:`NodeConfig` values, or an error naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xmpp_queue.core.errors import (
+    InvalidNodeConfig,
+    InvalidOptions,
+    PreconditionNotMet,
+    UnsupportedAccessModel,
+)
+from xmpp_queue.core.model import AccessModel, NodeConfig, PublishModel, SendLastPublished
+
+NODE_CONFIG_FORM = "http://jabber.org/protocol/pubsub#node_config"
+SUBSCRIBE_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#subscribe_options"
+PUBLISH_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#publish-options"
+META_DATA_FORM = "http://jabber.org/protocol/pubsub#meta-data"
+
+_TRUE = {"1", "true"}
+_FALSE = {"0", "false"}
+
+
+def parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("expected a boolean (0, 1, false, true)")
+
+
+def _int_parser(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError("expected an integer") from None
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be at most {maximum}")
+        return value
+
+    return parse
+
+
+def _parse_max_items(raw: str) -> int | None:
+    """``pubsub:integer-or-max``: a non-negative integer, or "max" for no limit."""
+    if raw.strip().lower() == "max":
+        return None
+    return _int_parser(0)(raw)
+
+
+def _enum_parser(enum_type: Any) -> Callable[[str], Any]:
+    def parse(raw: str) -> Any:
+        try:
+            return enum_type(raw.strip())
+        except ValueError:
+            allowed = ", ".join(m.value for m in enum_type)
+            raise ValueError(f"expected one of {allowed}") from None
+
+    return parse
+
+
+def _parse_text(raw: str) -> str:
+    return raw
+
+
+def render_value(value: object) -> str:
+    """A typed value as its XEP-0004 string."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None:
+        return "max"
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigField:
+    """One form field: its var, form type, label, options, and how to parse it."""
+
+    var: str
+    attr: str
+    kind: str  # XEP-0004 field type: boolean, text-single, list-single
+    label: str
+    parse: Callable[[str], Any]
+    options: tuple[str, ...] = ()
+    datatype: str = ""  # XEP-0122 datatype, if any
+    queue_only: bool = False
+
+
+NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
+    ConfigField(
+        "pubsub#title", "title", "text-single", "A friendly name for the node", _parse_text
+    ),
+    ConfigField(
+        "pubsub#max_items",
+        "max_items",
+        "text-single",
+        "Max # of items to persist (or max)",
+        _parse_max_items,
+        datatype="pubsub:integer-or-max",
+    ),
+    ConfigField(
+        "pubsub#persist_items", "persist_items", "boolean", "Persist items to storage", parse_bool
+    ),
+    ConfigField(
+        "pubsub#deliver_payloads",
+        "deliver_payloads",
+        "boolean",
+        "Deliver payloads with event notifications",
+        parse_bool,
+    ),
+    ConfigField(
+        "pubsub#notify_retract",
+        "notify_retract",
+        "boolean",
+        "Notify subscribers when items are removed from the node",
+        parse_bool,
+    ),
+    ConfigField(
+        "pubsub#notify_delete",
+        "notify_delete",
+        "boolean",
+        "Notify subscribers when the node is deleted",
+        parse_bool,
+    ),
+    ConfigField(
+        "pubsub#notify_config",
+        "notify_config",
+        "boolean",
+        "Notify subscribers when the node configuration changes",
+        parse_bool,
+    ),
+    ConfigField(
+        "pubsub#access_model",
+        "access_model",
+        "list-single",
+        "Specify the subscriber model",
+        _enum_parser(AccessModel),
+        options=tuple(m.value for m in AccessModel),
+    ),
+    ConfigField(
+        "pubsub#publish_model",
+        "publish_model",
+        "list-single",
+        "Specify the publisher model",
+        _enum_parser(PublishModel),
+        options=tuple(m.value for m in PublishModel),
+    ),
+    ConfigField(
+        "pubsub#max_payload_size",
+        "max_payload_size",
+        "text-single",
+        "Max payload size in bytes",
+        _int_parser(1),
+        datatype="xs:integer",
+    ),
+    ConfigField(
+        "pubsub#send_last_published_item",
+        "send_last_published_item",
+        "list-single",
+        "When to send the last published item",
+        _enum_parser(SendLastPublished),
+        options=tuple(m.value for m in SendLastPublished),
+    ),
+    ConfigField(
+        "pubsub#queue",
+        "queue",
+        "boolean",
+        "Queue mode (XEP-0254): each item goes to one subscriber",
+        parse_bool,
+    ),
+    ConfigField(
+        "pubsub#queue_lock_timeout",
+        "queue_lock_timeout",
+        "text-single",
+        "Seconds a subscriber holds an item before it is given to another",
+        _int_parser(1, 86400 * 7),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+    ConfigField(
+        "pubsub#queue_max_deliveries",
+        "queue_max_deliveries",
+        "text-single",
+        "Deliveries before an item is dead-lettered (0 = no limit)",
+        _int_parser(0, 1_000_000),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+    ConfigField(
+        "pubsub#queue_dead_letter",
+        "queue_dead_letter",
+        "text-single",
+        "Node that receives dead-lettered items (empty = <node>/dead-letter)",
+        _parse_text,
+        queue_only=True,
+    ),
+    ConfigField(
+        "pubsub#queue_retry_delay",
+        "queue_retry_delay",
+        "text-single",
+        "Seconds before an unlocked or expired item is offered again (doubles with each delivery)",
+        _int_parser(0, 86400),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+    ConfigField(
+        "pubsub#queue_retry_delay_max",
+        "queue_retry_delay_max",
+        "text-single",
+        "Upper bound of the growing retry delay, in seconds",
+        _int_parser(0, 86400 * 7),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+)
+
+_BY_VAR = {f.var: f for f in NODE_CONFIG_FIELDS}
+
+
+def config_field(var: str) -> ConfigField | None:
+    return _BY_VAR.get(var)
+
+
+def config_values(config: NodeConfig) -> dict[str, str]:
+    """The config as XEP-0004 strings, by field var (for forms and meta-data)."""
+    return {f.var: render_value(getattr(config, f.attr)) for f in NODE_CONFIG_FIELDS}
+
+
+def _parse_fields(values: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Parse the known fields; an unknown ``pubsub#`` field or a bad value raises.
+
+    XEP-0004 §3.1 says unknown fields are ignored, XEP-0060 §8.2.5.2 says a
+    configuration the service cannot apply is not-acceptable. We reject unknown
+    ``pubsub#`` fields (a typo in an owner's form must not pass silently) and
+    ignore fields of other namespaces (FORM_TYPE and extensions).
+    """
+    changes: dict[str, Any] = {}
+    for var, raw_values in values.items():
+        if var == "FORM_TYPE":
+            continue
+        spec = _BY_VAR.get(var)
+        if spec is None:
+            if var.startswith("pubsub#"):
+                raise InvalidNodeConfig(var, "unknown or unsupported configuration field")
+            continue
+        raw = raw_values[0] if raw_values else ""
+        if len(raw_values) > 1:
+            raise InvalidNodeConfig(var, "expected a single value")
+        try:
+            changes[spec.attr] = spec.parse(raw)
+        except ValueError as exc:
+            if spec.attr == "access_model":
+                raise UnsupportedAccessModel(var, str(exc)) from None
+            raise InvalidNodeConfig(var, str(exc)) from None
+    return changes
+
+
+def apply_config(base: NodeConfig, values: Mapping[str, Sequence[str]]) -> NodeConfig:
+    """The config *base* with the submitted fields applied (XEP-0004 §3.5: omitted
+    fields keep their current value), validated as a whole."""
+    config = dataclasses.replace(base, **_parse_fields(values))
+    validate_config(config)
+    return config
+
+
+def validate_config(config: NodeConfig) -> None:
+    """Rules that span fields."""
+    if config.queue and config.queue_retry_delay > config.queue_retry_delay_max > 0:
+        raise InvalidNodeConfig(
+            "pubsub#queue_retry_delay", "must not exceed pubsub#queue_retry_delay_max"
+        )
+
+
+def check_preconditions(config: NodeConfig, values: Mapping[str, Sequence[str]]) -> None:
+    """XEP-0060 §7.1.5: every publish-options field must match the node's config."""
+    for var, raw_values in values.items():
+        if var == "FORM_TYPE":
+            continue
+        spec = _BY_VAR.get(var)
+        if spec is None:
+            raise PreconditionNotMet(var, "unknown field")
+        raw = raw_values[0] if raw_values else ""
+        try:
+            wanted = spec.parse(raw)
+        except ValueError as exc:
+            raise PreconditionNotMet(var, str(exc)) from None
+        if wanted != getattr(config, spec.attr):
+            raise PreconditionNotMet(var)
+
+
+# --- subscription options ------------------------------------------------------------
+
+QUEUE_REQUESTS = "pubsub#queue_requests"
+DELIVER = "pubsub#deliver"
+MAX_QUEUE_REQUESTS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeOptions:
+    """Parsed subscribe_options: the queue window and whether to deliver at all."""
+
+    queue_requests: int | None
+    deliver: bool
+    raw: Mapping[str, tuple[str, ...]]
+
+
+SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
+    ConfigField(DELIVER, "deliver", "boolean", "Enable delivery?", parse_bool),
+    ConfigField(
+        QUEUE_REQUESTS,
+        "queue_requests",
+        "text-single",
+        "Number of items processed in parallel (XEP-0254)",
+        _int_parser(1, MAX_QUEUE_REQUESTS),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+)
+_SUB_BY_VAR = {f.var: f for f in SUBSCRIBE_OPTION_FIELDS}
+
+
+def parse_subscribe_options(
+    values: Mapping[str, Sequence[str]], current: SubscribeOptions | None = None
+) -> SubscribeOptions:
+    """Parse a submitted subscribe_options form onto *current* (or the defaults).
+
+    ``pubsub#queue_requests`` must be a positive integer (DESIGN: anything else is
+    invalid-options). Unknown ``pubsub#`` fields are rejected, as for node config.
+    """
+    queue_requests = current.queue_requests if current else None
+    deliver = current.deliver if current else True
+    raw: dict[str, tuple[str, ...]] = dict(current.raw) if current else {}
+    for var, raw_values in values.items():
+        if var == "FORM_TYPE":
+            continue
+        spec = _SUB_BY_VAR.get(var)
+        if spec is None:
+            if var.startswith("pubsub#"):
+                raise InvalidOptions(var, "unknown or unsupported subscription option")
+            continue
+        if len(raw_values) != 1:
+            raise InvalidOptions(var, "expected exactly one value")
+        try:
+            parsed = spec.parse(raw_values[0])
+        except ValueError as exc:
+            raise InvalidOptions(var, str(exc)) from None
+        if spec.attr == "queue_requests":
+            queue_requests = parsed
+        else:
+            deliver = parsed
+        raw[var] = (render_value(parsed),)
+    return SubscribeOptions(queue_requests=queue_requests, deliver=deliver, raw=raw)
+
+
+def subscribe_option_values(options: SubscribeOptions) -> dict[str, str]:
+    values = {DELIVER: render_value(options.deliver)}
+    if options.queue_requests is not None:
+        values[QUEUE_REQUESTS] = str(options.queue_requests)
+    return values

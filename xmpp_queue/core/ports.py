@@ -1,0 +1,222 @@
+"""The interfaces the core needs from the outside world; storage implements them.
+
+The core owns these (storage imports core, never the reverse). They are shaped
+for queues: a queue can hold millions of items, so nothing loads a whole node;
+dispatch asks for the next few ready items and for the per-subscriber loads,
+and locks are taken and released with conditional writes that report whether
+they won (a lock taken twice, an ack racing a timeout: the loser sees False).
+
+One :class:`Transaction` is one database transaction. The service runs a batch
+of operations in one transaction and commits once (group commit), so nothing
+here commits on its own. A repository raises core errors, never driver errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import (
+    Affiliation,
+    AffiliationEntry,
+    Item,
+    ItemPage,
+    Node,
+    NodeConfig,
+    PageRequest,
+    Subscription,
+)
+
+
+class Clock(Protocol):
+    """Returns the current time as an aware UTC datetime."""
+
+    def __call__(self) -> datetime: ...
+
+
+class IdFactory(Protocol):
+    """Returns a new unique id (item ids, subids, instant node names)."""
+
+    def __call__(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counts of one queue node, for admins and status."""
+
+    backlog: int  # items not locked (waiting, including delayed ones)
+    in_flight: int  # locked items
+    oldest_waiting: datetime | None  # published_at of the oldest unlocked item
+
+
+class NodeRepository(Protocol):
+    async def get(self, node_id: str) -> Node | None: ...
+
+    async def add(self, node: Node) -> None:
+        """Insert; raises NodeExists if the id is taken."""
+
+    async def update_config(self, node_id: str, config: NodeConfig) -> None: ...
+
+    async def remove(self, node_id: str) -> None:
+        """Delete the node with its items, subscriptions and affiliations."""
+
+    async def all(self) -> list[Node]: ...
+
+
+class AffiliationRepository(Protocol):
+    async def get(self, node_id: str, jid: str) -> Affiliation:
+        """The affiliation of a bare JID (Affiliation.NONE when there is none)."""
+
+    async def set(self, node_id: str, jid: str, affiliation: Affiliation) -> None:
+        """Set or (with Affiliation.NONE) remove the affiliation of a bare JID."""
+
+    async def for_node(self, node_id: str) -> list[AffiliationEntry]: ...
+
+    async def for_jid(self, jid: str) -> list[AffiliationEntry]: ...
+
+
+class SubscriptionRepository(Protocol):
+    async def add(self, subscription: Subscription) -> None: ...
+
+    async def update(self, subscription: Subscription) -> None:
+        """Replace the stored subscription with the same (node, subid)."""
+
+    async def remove(self, node_id: str, subid: str) -> None: ...
+
+    async def get(self, node_id: str, subid: str) -> Subscription | None: ...
+
+    async def for_node(self, node_id: str) -> list[Subscription]:
+        """Every subscription of a node, oldest first (dispatch's round-robin order)."""
+
+    async def for_jid(self, jid: str, node_id: str | None = None) -> list[Subscription]:
+        """Subscriptions held by exactly this JID string (bare or full)."""
+
+    async def for_account(self, bare_jid: str) -> list[Subscription]:
+        """Subscriptions of every JID with this bare JID, on every node."""
+
+    async def count(self) -> int: ...
+
+
+class ItemRepository(Protocol):
+    async def put(self, item: Item) -> Item:
+        """Insert a new item; the store assigns ``seq`` (publish order) and returns it."""
+
+    async def replace_payload(
+        self,
+        node_id: str,
+        item_id: str,
+        payload: str | None,
+        size: int,
+        publisher: str,
+        at: datetime,
+    ) -> None:
+        """Re-publish of an existing id: new payload, queue state and position kept."""
+
+    async def get(self, node_id: str, item_id: str) -> Item | None: ...
+
+    async def remove(self, node_id: str, item_id: str) -> bool:
+        """Delete; False when it was already gone."""
+
+    async def remove_all(self, node_id: str) -> list[Item]:
+        """Purge: delete every item of the node and return them (payloads may be None)."""
+
+    async def count(self, node_id: str) -> int: ...
+
+    async def count_all(self) -> int: ...
+
+    async def page(self, node_id: str, request: PageRequest) -> ItemPage:
+        """XEP-0059 paging over the node's items in publish order; raises PageNotFound."""
+
+    async def latest(self, node_id: str, limit: int) -> list[Item]:
+        """The *limit* most recently published items, oldest first (§6.5.7 max_items)."""
+
+    async def oldest_ids(self, node_id: str, limit: int) -> list[str]:
+        """Ids of the *limit* oldest items (for max_items trimming)."""
+
+    # --- queue state ---------------------------------------------------------------
+
+    async def next_ready(self, node_id: str, now: datetime, limit: int) -> list[Item]:
+        """Unlocked items whose ``available_at`` is unset or <= now, in publish order."""
+
+    async def lock(
+        self, node_id: str, item_id: str, subid: str, jid: str, now: datetime, expires_at: datetime
+    ) -> bool:
+        """Lock an unlocked item to a subscription and count a delivery.
+
+        Conditional: False (and no change) when the item is gone or already locked.
+        """
+
+    async def unlock(
+        self, node_id: str, item_id: str, subid: str, available_at: datetime | None
+    ) -> bool:
+        """Release a lock held by *subid*; False when it is not (any more) held by it."""
+
+    async def extend(self, node_id: str, item_id: str, subid: str, expires_at: datetime) -> bool:
+        """Move the deadline of a lock held by *subid*; False when it is not held by it."""
+
+    async def in_flight(self, node_id: str) -> dict[str, int]:
+        """Locked item counts per holding subid."""
+
+    async def locked_by(self, node_id: str, subid: str) -> list[Item]: ...
+
+    async def locked(self, node_id: str) -> list[Item]: ...
+
+    async def expired_locks(self, now: datetime, limit: int) -> list[Item]:
+        """Locked items whose deadline is <= now, earliest first, over all nodes."""
+
+    async def next_deadline(self, now: datetime) -> datetime | None:
+        """The earliest future moment a timer must fire: a lock deadline, or the
+        ``available_at`` of a delayed unlocked item that is still in the future."""
+
+    async def queue_stats(self, node_id: str) -> QueueStats: ...
+
+    async def count_locked(self) -> int: ...
+
+
+class EventLedger(Protocol):
+    def append(self, event: LedgerEvent) -> None:
+        """Record an event in the current transaction (may be buffered until commit)."""
+
+    async def count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
+
+    async def events(self, node_id: str | None = None) -> list[LedgerEvent]:
+        """Every event (of a node), in order: for tests and small exports."""
+
+
+class Transaction(Protocol):
+    """One database transaction with its repositories; rolled back unless committed."""
+
+    nodes: NodeRepository
+    affiliations: AffiliationRepository
+    subscriptions: SubscriptionRepository
+    items: ItemRepository
+    ledger: EventLedger
+
+    async def commit(self) -> None: ...
+
+
+class Store(Protocol):
+    """A storage backend: hands out transactions."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """Begin a transaction; leaving the block without commit() rolls it back."""
+
+    async def close(self) -> None: ...
+
+
+__all__: Sequence[str] = (
+    "AffiliationRepository",
+    "Clock",
+    "EventLedger",
+    "IdFactory",
+    "ItemRepository",
+    "NodeRepository",
+    "QueueStats",
+    "Store",
+    "SubscriptionRepository",
+    "Transaction",
+)

@@ -1,0 +1,236 @@
+"""QueueEngine: the XEP-0254 state changes, inside one service operation.
+
+The service calls these with the operation's :class:`Work` (its transaction,
+its clock reading, its effects list). Decisions come from the pure policies
+(``dispatch``, ``locks``, ``deadlines``); this module loads the snapshot
+through the ports, writes with conditional updates, appends ledger rows in the
+same transaction, and records the notifications to send after commit.
+
+In-memory state here is only a hint that may be lost on restart: the
+round-robin cursor per node and the previous holder of a returned item.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item, Node, Subscription, SubscriptionState
+from xmpp_queue.core.queue.deadlines import (
+    dead_letter_node,
+    lock_deadline,
+    must_dead_letter,
+    retry_available_at,
+)
+from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
+
+log = logging.getLogger("xmpp_queue.queue")
+
+# (work, node_id, item_id, payload, size, publisher, headers, origin) -> None
+PublishInternal = Callable[
+    [Work, str, str, str | None, int, str, Mapping[str, str], Node], Awaitable[None]
+]
+
+EXPIRY_BATCH = 500
+
+
+def takes_work(sub: Subscription) -> bool:
+    """A subscription that can be handed items: subscribed, with a window, delivering."""
+    return (
+        sub.state is SubscriptionState.SUBSCRIBED
+        and sub.queue_requests is not None
+        and sub.options.get("pubsub#deliver", ("1",))[0] not in ("0", "false")
+    )
+
+
+class QueueEngine:
+    def __init__(self, publish_internal: PublishInternal) -> None:
+        self._publish_internal = publish_internal
+        self._dispatchers: dict[str, QueueDispatcher] = {}
+        self._previous_holder: dict[tuple[str, str], str] = {}
+
+    def forget_node(self, node_id: str) -> None:
+        self._dispatchers.pop(node_id, None)
+        for key in [k for k in self._previous_holder if k[0] == node_id]:
+            del self._previous_holder[key]
+
+    async def dispatch(self, work: Work, node: Node) -> int:
+        """Hand ready items to subscribers with room, FIFO. Returns how many went out."""
+        tx = work.tx
+        subs = [s for s in await tx.subscriptions.for_node(node.node_id) if takes_work(s)]
+        if not subs:
+            return 0
+        loads = await tx.items.in_flight(node.node_id)
+        room = sum(max(0, (s.queue_requests or 0) - loads.get(s.subid, 0)) for s in subs)
+        if room <= 0:
+            return 0
+        by_subid = {s.subid: s for s in subs}
+        candidates = [Candidate(s.subid, s.queue_requests or 0) for s in subs]
+        dispatcher = self._dispatchers.setdefault(node.node_id, QueueDispatcher())
+        sent = 0
+        for item in await tx.items.next_ready(node.node_id, work.now, room):
+            key = (node.node_id, item.item_id)
+            chosen = dispatcher.choose(candidates, loads, avoid=self._previous_holder.get(key))
+            if chosen is None:
+                break
+            sub = by_subid[chosen.subid]
+            expires = lock_deadline(node.config, work.now)
+            if not await tx.items.lock(
+                node.node_id, item.item_id, sub.subid, sub.jid, work.now, expires
+            ):
+                continue
+            self._previous_holder.pop(key, None)
+            loads[sub.subid] = loads.get(sub.subid, 0) + 1
+            deliveries = item.deliveries + 1
+            tx.ledger.append(
+                LedgerEvent(
+                    work.now,
+                    EventKind.DELIVERED,
+                    node.node_id,
+                    item.item_id,
+                    sub.jid,
+                    deliveries,
+                    item.payload_size,
+                )
+            )
+            work.effects.append(
+                ItemNotice(
+                    to=sub.jid,
+                    node=node.node_id,
+                    items=(
+                        NoticeItem(
+                            item.item_id,
+                            item.payload,
+                            None,
+                            {**item.headers, "delivery-attempt": str(deliveries)},
+                        ),
+                    ),
+                    subids=(sub.subid,),
+                    queue=True,
+                )
+            )
+            work.deadlines_changed = True
+            sent += 1
+        return sent
+
+    async def requeue(
+        self,
+        work: Work,
+        node: Node,
+        item: Item,
+        kind: EventKind,
+        reason: str,
+        notify_holder: bool = True,
+    ) -> bool:
+        """A lock ended without an ack: offer the item again, or dead-letter it.
+
+        *item* is the snapshot taken while it was still locked. The unlock is
+        conditional on the same holder, so a concurrent ack wins cleanly.
+        """
+        holder_sub, holder_jid = item.locked_by, item.lock_jid
+        if holder_sub is None:
+            return False
+        dead = must_dead_letter(node.config, item.deliveries)
+        available_at = None if dead else retry_available_at(node.config, item.deliveries, work.now)
+        if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
+            return False
+        work.tx.ledger.append(
+            LedgerEvent(
+                work.now,
+                kind,
+                node.node_id,
+                item.item_id,
+                holder_jid,
+                item.deliveries,
+                item.payload_size,
+            )
+        )
+        if notify_holder and holder_jid:
+            work.effects.append(UnlockNotice(holder_jid, node.node_id, item.item_id, reason))
+        self._previous_holder[(node.node_id, item.item_id)] = holder_sub
+        work.deadlines_changed = True
+        if dead:
+            await self.dead_letter(work, node, item)
+        return True
+
+    async def dead_letter(self, work: Work, node: Node, item: Item) -> None:
+        """Move an item past its delivery limit to the dead-letter node: never drop it."""
+        target = dead_letter_node(node.node_id, node.config)
+        full = await work.tx.items.get(node.node_id, item.item_id) or item
+        await work.tx.items.remove(node.node_id, item.item_id)
+        self._previous_holder.pop((node.node_id, item.item_id), None)
+        work.tx.ledger.append(
+            LedgerEvent(
+                work.now,
+                EventKind.DEAD_LETTERED,
+                node.node_id,
+                item.item_id,
+                item.lock_jid,
+                item.deliveries,
+                item.payload_size,
+            )
+        )
+        headers = dict(full.headers)
+        headers.update(
+            {
+                "origin-node": node.node_id,
+                "origin-item": item.item_id,
+                "deliveries": str(item.deliveries),
+                "reason": "max-deliveries",
+                "dead-lettered-at": work.now.isoformat(),
+            }
+        )
+        log.info(
+            "event=dead_lettered node=%s item=%s deliveries=%d target=%s",
+            node.node_id,
+            item.item_id,
+            item.deliveries,
+            target,
+        )
+        await self._publish_internal(
+            work,
+            target,
+            item.item_id,
+            full.payload,
+            full.payload_size,
+            full.publisher,
+            headers,
+            node,
+        )
+
+    async def release_subscription(
+        self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
+    ) -> int:
+        """Unlock everything a subscription holds (departure, kick, admin)."""
+        released = 0
+        for item in await work.tx.items.locked_by(node.node_id, sub.subid):
+            if await self.requeue(work, node, item, EventKind.UNLOCKED, reason, notify):
+                released += 1
+        return released
+
+    async def expire_due(
+        self, work: Work, load_node: Callable[[str], Awaitable[Node | None]]
+    ) -> int:
+        """XEP-0254 §4: a lock past its deadline goes back (unlock notice to the holder)."""
+        touched: dict[str, Node] = {}
+        expired = 0
+        for item in await work.tx.items.expired_locks(work.now, EXPIRY_BATCH):
+            node = touched.get(item.node) or await load_node(item.node)
+            if node is None:
+                continue
+            if await self.requeue(work, node, item, EventKind.EXPIRED, "timeout"):
+                expired += 1
+                log.info(
+                    "event=lock_expired node=%s item=%s holder=%s deliveries=%d",
+                    node.node_id,
+                    item.item_id,
+                    item.lock_jid,
+                    item.deliveries,
+                )
+            touched[node.node_id] = node
+        for node in touched.values():
+            await self.dispatch(work, node)
+        return expired

@@ -1,0 +1,47 @@
+"""Read-only views for admins: what a queue looks like right now."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from xmpp_queue.core.model import Item, NodeConfig, Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """One row of the queue overview (admin command "Queue overview")."""
+
+    node: str
+    backlog: int
+    in_flight: int
+    subscribers: int
+    oldest_waiting_seconds: float | None
+    dead_letters: int
+    acks_last_hour: int
+    redeliveries_last_hour: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberLoad:
+    subscription: Subscription
+    in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDetails:
+    node: str
+    config: NodeConfig
+    subscribers: tuple[SubscriberLoad, ...]
+    locks: tuple[Item, ...]
+    backlog: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStatus:
+    started_at: datetime
+    nodes: int
+    queues: int
+    items: int
+    subscriptions: int
+    locks: int

@@ -1,0 +1,214 @@
+"""Admin operations of the service: views of the queues and the levers to fix them.
+
+They are service methods like the others (guards, writes through the same
+queue engine, ledger rows, effects), so a forced unlock tells the holder and a
+redrive dispatches exactly as the protocol paths do. Admin commands
+(``xmpp_queue/admin``) are thin forms over these.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from xmpp_queue.core.access import load_node
+from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.effects import Outcome, SubscriptionNotice
+from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NotAQueue
+from xmpp_queue.core.ledger import EventKind
+from xmpp_queue.core.model import Actor, Node, SubscriptionState
+from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.reports import (
+    QueueDetails,
+    QueueSummary,
+    ServiceStatus,
+    SubscriberLoad,
+)
+from xmpp_queue.core.service_base import ServiceBase
+
+HOUR = timedelta(hours=1)
+
+
+class AdminViews(ServiceBase):
+    def _require_admin(self, actor: Actor) -> None:
+        if not self._is_admin(actor):
+            raise Forbidden("administer the service")
+
+    async def _queue_node(self, w: Work, node: str) -> Node:
+        n = await load_node(w.tx, node)
+        if not n.config.queue:
+            raise NotAQueue(node)
+        return n
+
+    async def queue_overview(self, actor: Actor) -> list[QueueSummary]:
+        self._require_admin(actor)
+
+        async def op(w: Work) -> list[QueueSummary]:
+            nodes = {n.node_id: n for n in await w.tx.nodes.all()}
+            rows = []
+            since = w.now - HOUR
+            for n in nodes.values():
+                if not n.config.queue:
+                    continue
+                stats = await w.tx.items.queue_stats(n.node_id)
+                subs = await w.tx.subscriptions.for_node(n.node_id)
+                dlq = dead_letter_node(n.node_id, n.config)
+                dead = await w.tx.items.count(dlq) if dlq in nodes else 0
+                redeliveries = sum(
+                    [
+                        await w.tx.ledger.count(n.node_id, EventKind.UNLOCKED, since),
+                        await w.tx.ledger.count(n.node_id, EventKind.EXPIRED, since),
+                    ]
+                )
+                oldest = stats.oldest_waiting
+                rows.append(
+                    QueueSummary(
+                        node=n.node_id,
+                        backlog=stats.backlog,
+                        in_flight=stats.in_flight,
+                        subscribers=len(subs),
+                        oldest_waiting_seconds=(w.now - oldest).total_seconds() if oldest else None,
+                        dead_letters=dead,
+                        acks_last_hour=await w.tx.ledger.count(n.node_id, EventKind.ACKED, since),
+                        redeliveries_last_hour=redeliveries,
+                    )
+                )
+            return sorted(rows, key=lambda r: r.node)
+
+        return await self._read(op)
+
+    async def queue_details(self, actor: Actor, node: str) -> QueueDetails:
+        self._require_admin(actor)
+
+        async def op(w: Work) -> QueueDetails:
+            n = await self._queue_node(w, node)
+            loads = await w.tx.items.in_flight(node)
+            subs = await w.tx.subscriptions.for_node(node)
+            stats = await w.tx.items.queue_stats(node)
+            return QueueDetails(
+                node=node,
+                config=n.config,
+                subscribers=tuple(SubscriberLoad(s, loads.get(s.subid, 0)) for s in subs),
+                locks=tuple(await w.tx.items.locked(node)),
+                backlog=stats.backlog,
+            )
+
+        return await self._read(op)
+
+    async def force_unlock(
+        self, actor: Actor, node: str, item_id: str | None = None, holder: str | None = None
+    ) -> Outcome[int]:
+        """Unlock one item, or every item held by *holder* (a subscription JID)."""
+        self._require_admin(actor)
+        if (item_id is None) == (holder is None):
+            raise BadRequest("name either one item or one holder")
+
+        async def op(w: Work) -> int:
+            n = await self._queue_node(w, node)
+            if item_id is not None:
+                item = await w.tx.items.get(node, item_id)
+                if item is None:
+                    raise ItemNotFound(node, item_id)
+                items = [item] if item.locked_by else []
+            else:
+                items = [i for i in await w.tx.items.locked(node) if i.lock_jid == holder]
+            released = 0
+            for item in items:
+                if await self.queue.requeue(w, n, item, EventKind.UNLOCKED, "admin"):
+                    released += 1
+            await self.queue.dispatch(w, n)
+            return released
+
+        return await self._run(op)
+
+    async def kick_subscriber(self, actor: Actor, node: str, jid: str) -> Outcome[int]:
+        """Unsubscribe every subscription of *jid* on the node and unlock its items."""
+        self._require_admin(actor)
+
+        async def op(w: Work) -> int:
+            n = await load_node(w.tx, node)
+            subs = await w.tx.subscriptions.for_jid(jid, node)
+            if not subs:
+                raise BadRequest(f"{jid} has no subscription to {node}")
+            released = 0
+            for sub in subs:
+                await w.tx.subscriptions.remove(node, sub.subid)
+                w.effects.append(
+                    SubscriptionNotice(sub.jid, node, sub.jid, SubscriptionState.NONE, sub.subid)
+                )
+                if n.config.queue:
+                    released += await self.queue.release_subscription(w, n, sub, "kicked", True)
+            if n.config.queue:
+                await self.queue.dispatch(w, n)
+            return released
+
+        return await self._run(op)
+
+    async def redrive(
+        self, actor: Actor, dead_letter_node: str, limit: int | None = None
+    ) -> Outcome[int]:
+        """Move items of a dead-letter node back to their origin queues (oldest first).
+
+        Each goes back with a fresh delivery count, as SQS's DLQ redrive does.
+        """
+        self._require_admin(actor)
+        if limit is not None and limit < 1:
+            raise BadRequest("limit must be a positive number")
+
+        async def op(w: Work) -> int:
+            dlq = await load_node(w.tx, dead_letter_node)
+            wanted = limit if limit is not None else await w.tx.items.count(dlq.node_id)
+            moved = 0
+            for item_id in await w.tx.items.oldest_ids(dlq.node_id, wanted):
+                item = await w.tx.items.get(dlq.node_id, item_id)
+                if item is None:
+                    continue
+                origin_id = item.headers.get("origin-node")
+                if not origin_id:
+                    continue
+                origin = await w.tx.nodes.get(origin_id)
+                if origin is None:
+                    continue
+                headers = {
+                    k: v
+                    for k, v in item.headers.items()
+                    if k
+                    not in (
+                        "origin-node",
+                        "origin-item",
+                        "deliveries",
+                        "reason",
+                        "dead-lettered-at",
+                    )
+                }
+                original_id = item.headers.get("origin-item", item.item_id)
+                await w.tx.items.remove(dlq.node_id, item.item_id)
+                await self._publish_internal(
+                    w,
+                    origin_id,
+                    original_id,
+                    item.payload,
+                    item.payload_size,
+                    item.publisher,
+                    headers,
+                    dlq,
+                )
+                moved += 1
+            return moved
+
+        return await self._run(op)
+
+    async def status(self, actor: Actor) -> ServiceStatus:
+        self._require_admin(actor)
+
+        async def op(w: Work) -> ServiceStatus:
+            nodes = await w.tx.nodes.all()
+            return ServiceStatus(
+                started_at=self.started_at,
+                nodes=len(nodes),
+                queues=sum(1 for n in nodes if n.config.queue),
+                items=await w.tx.items.count_all(),
+                subscriptions=await w.tx.subscriptions.count(),
+                locks=await w.tx.items.count_locked(),
+            )
+
+        return await self._read(op)

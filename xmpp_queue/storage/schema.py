@@ -1,0 +1,194 @@
+"""The database schema: SQLAlchemy 2 typed tables, the single source for alembic.
+
+Only alembic revisions in ``migrations/`` change a live database; these models
+are what autogenerate compares against (``tests/storage/test_migrations.py``
+checks that the revisions and the models agree). The repositories in
+``sql.py`` use the tables through SQLAlchemy Core (``Model.__table__``), never
+the ORM unit of work: a flush per operation is the CPU cost group commit avoids.
+
+Choices worth knowing:
+
+- A naming convention on the metadata makes constraint and index names the same
+  on SQLite and PostgreSQL, so a later revision can drop them by name.
+- Every timestamp is :class:`UtcDateTime`: stored as UTC, returned as an aware
+  UTC datetime on both dialects (SQLite keeps no time zone; its values are
+  fixed-width UTC strings, so SQL comparisons on them stay correct).
+- ``items.seq`` is a surrogate autoincrement key: publish order, strictly
+  increasing and never reused (``AUTOINCREMENT`` on SQLite), which is what
+  dispatch orders by. ``subscriptions.id`` does the same for creation order
+  (dispatch's round-robin order), with (node_id, subid) unique.
+- A node's configuration is one JSON text column: new config fields need no
+  migration, and a stored config missing a field gets the field's default.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from xmpp_queue import ledger_names as L
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite makes only an ``INTEGER PRIMARY KEY`` column an alias of the rowid
+# (autoincrementing); ``BIGINT PRIMARY KEY`` would not be. PostgreSQL gets BIGINT.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every dialect.
+
+    Binds refuse naive datetimes (a naive value is a bug: the core's clock is
+    aware UTC) and convert aware ones to UTC; results come back aware UTC
+    (SQLite returns naive values, PostgreSQL the session's zone).
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: storage needs aware UTC datetimes")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime()}
+
+
+class NodeRow(Base):
+    """A pubsub node; ``config`` is the NodeConfig as JSON (see ``sql.encode_config``)."""
+
+    __tablename__ = "nodes"
+
+    node_id: Mapped[str] = mapped_column(String(), primary_key=True)
+    config: Mapped[str] = mapped_column(Text)
+    creator: Mapped[str] = mapped_column(String(), default="")
+    created_at: Mapped[datetime]
+
+
+class AffiliationRow(Base):
+    """A bare JID's affiliation with a node (rows with ``none`` are not stored)."""
+
+    __tablename__ = "affiliations"
+
+    node_id: Mapped[str] = mapped_column(
+        String(), ForeignKey("nodes.node_id", ondelete="CASCADE"), primary_key=True
+    )
+    jid: Mapped[str] = mapped_column(String(), primary_key=True, index=True)
+    affiliation: Mapped[str] = mapped_column(String())
+
+
+class SubscriptionRow(Base):
+    """A subscription; ``id`` gives creation order, ``options`` is JSON (field -> values)."""
+
+    __tablename__ = "subscriptions"
+    __table_args__ = (UniqueConstraint("node_id", "subid"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(String(), ForeignKey("nodes.node_id", ondelete="CASCADE"))
+    subid: Mapped[str] = mapped_column(String())
+    jid: Mapped[str] = mapped_column(String(), index=True)
+    state: Mapped[str] = mapped_column(String())
+    queue_requests: Mapped[int | None]
+    options: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    last_activity: Mapped[datetime | None]
+
+
+class ItemRow(Base):
+    """A stored item with its queue state.
+
+    Indexes serve the hot queries: (node_id, locked_by, seq) answers next_ready
+    (``locked_by IS NULL`` in seq order), in_flight and locked_by with range
+    scans; (node_id, seq) answers paging, latest and max_items trimming;
+    lock_expires_at and available_at answer the deadline queries.
+    """
+
+    __tablename__ = "items"
+    __table_args__ = (
+        UniqueConstraint("node_id", "item_id"),
+        Index(None, "node_id", "seq"),
+        Index(None, "node_id", "locked_by", "seq"),
+        {"sqlite_autoincrement": True},
+    )
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(String(), ForeignKey("nodes.node_id", ondelete="CASCADE"))
+    item_id: Mapped[str] = mapped_column(String())
+    publisher: Mapped[str] = mapped_column(String(), default="")
+    payload: Mapped[str | None] = mapped_column(Text)
+    payload_size: Mapped[int] = mapped_column(Integer, default=0)
+    published_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    locked_by: Mapped[str | None] = mapped_column(String())
+    lock_jid: Mapped[str | None] = mapped_column(String())
+    locked_at: Mapped[datetime | None]
+    lock_expires_at: Mapped[datetime | None] = mapped_column(index=True)
+    available_at: Mapped[datetime | None] = mapped_column(index=True)
+    deliveries: Mapped[int] = mapped_column(Integer, default=0)
+    headers: Mapped[str | None] = mapped_column(Text)
+
+
+class LedgerRow(Base):
+    """One queue event (``xmpp_queue/ledger_names.py`` names it for the pipeline too).
+
+    No foreign key to nodes: the history outlives the nodes it describes.
+    """
+
+    __tablename__ = L.TABLE
+    __table_args__ = (Index(None, L.NODE, L.AT), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(L.ID, BigId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(L.AT, index=True)
+    kind: Mapped[str] = mapped_column(L.KIND, String())
+    node: Mapped[str] = mapped_column(L.NODE, String())
+    item_id: Mapped[str] = mapped_column(L.ITEM_ID, String())
+    subscriber: Mapped[str | None] = mapped_column(L.SUBSCRIBER, String())
+    deliveries: Mapped[int] = mapped_column(L.DELIVERIES, Integer, default=0)
+    payload_size: Mapped[int] = mapped_column(L.PAYLOAD_SIZE, Integer, default=0)
+
+
+metadata = Base.metadata
+
+nodes = cast(Table, NodeRow.__table__)
+affiliations = cast(Table, AffiliationRow.__table__)
+subscriptions = cast(Table, SubscriptionRow.__table__)
+items = cast(Table, ItemRow.__table__)
+ledger = cast(Table, LedgerRow.__table__)

@@ -1,0 +1,250 @@
+"""ChangeSet: what one write-behind transaction changed, to write it or undo it.
+
+Writes apply to :class:`~xmpp_queue.storage.write_behind_state.MemoryState` at
+once (later operations of the same batch must see them). Before the first
+change of a key, the transaction records the key's value as it was when the
+transaction began; that one record serves both ends:
+
+- **commit** (:meth:`ChangeSet.plan`) compares each recorded key with its value
+  now and writes only the difference: a key created and deleted inside the
+  transaction (an item published and acked in one batch) costs nothing, and a
+  key changed five times is written once;
+- **rollback** (:meth:`ChangeSet.rollback`) puts every recorded value back, so
+  memory equals the database again.
+
+Node-level changes (add, reconfigure, remove, purge) record the whole node: a
+shallow copy of its :class:`NodeState`, whose containers a purge or a removal
+replaces rather than empties, so the copy keeps what the database holds and
+rollback is O(1) per node. A key first touched after such a snapshot takes its
+original value from the snapshot's containers, not from the live ones.
+
+Ledger events are only buffered here; they are written with the rest at commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xmpp_queue.core.ledger import LedgerEvent
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+from xmpp_queue.storage.write_behind_state import MemoryState, NodeState
+
+ItemKey = tuple[str, str]  # (node_id, item_id)
+SubKey = tuple[str, str]  # (node_id, subid)
+AffKey = tuple[str, str]  # (node_id, jid)
+
+
+@dataclass(slots=True)
+class Flush:
+    """The rows one commit writes, grouped in the order foreign keys need.
+
+    Deletes of children, then of nodes; then upserts of nodes, then of their
+    children; then the ledger rows. ``max_seq``/``max_sub_id`` are the highest
+    ids handed out so far (PostgreSQL moves its sequences past them).
+    """
+
+    clear_nodes: list[str] = field(default_factory=list)  # every child row goes
+    clear_items: list[str] = field(default_factory=list)  # purge: item rows go
+    item_deletes: list[ItemKey] = field(default_factory=list)
+    sub_deletes: list[SubKey] = field(default_factory=list)
+    aff_deletes: list[AffKey] = field(default_factory=list)
+    node_deletes: list[str] = field(default_factory=list)
+    node_upserts: list[Node] = field(default_factory=list)
+    aff_upserts: list[tuple[str, str, Affiliation]] = field(default_factory=list)
+    sub_upserts: list[tuple[int, Subscription]] = field(default_factory=list)
+    item_upserts: list[Item] = field(default_factory=list)
+    events: list[LedgerEvent] = field(default_factory=list)
+    max_seq: int = 0
+    max_sub_id: int = 0
+
+    def empty(self) -> bool:
+        return not (
+            self.clear_nodes
+            or self.clear_items
+            or self.item_deletes
+            or self.sub_deletes
+            or self.aff_deletes
+            or self.node_deletes
+            or self.node_upserts
+            or self.aff_upserts
+            or self.sub_upserts
+            or self.item_upserts
+            or self.events
+        )
+
+
+class ChangeSet:
+    """Original values of every key one transaction touched (see the module docstring)."""
+
+    __slots__ = (
+        "affiliations",
+        "dropped",
+        "events",
+        "items",
+        "nodes",
+        "purged",
+        "state",
+        "subs",
+    )
+
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
+        # node id -> snapshot taken before the first node-level change (None: absent)
+        self.nodes: dict[str, NodeState | None] = {}
+        self.dropped: set[str] = set()
+        self.purged: set[str] = set()
+        self.items: dict[ItemKey, Item | None] = {}
+        self.subs: dict[SubKey, tuple[Subscription, int] | None] = {}
+        self.affiliations: dict[AffKey, Affiliation | None] = {}
+        self.events: list[LedgerEvent] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.items or self.subs or self.affiliations or self.events)
+
+    # --- recording: call before the change --------------------------------------------
+
+    def _origin(self, node_id: str) -> NodeState | None:
+        """The node as the transaction found it, for keys not touched yet."""
+        if node_id in self.nodes:
+            return self.nodes[node_id]
+        return self.state.nodes.get(node_id)
+
+    def touch_node(self, node_id: str) -> None:
+        if node_id not in self.nodes:
+            ns = self.state.nodes.get(node_id)
+            self.nodes[node_id] = ns.copy() if ns is not None else None
+
+    def touch_item(self, node_id: str, item_id: str) -> None:
+        key = (node_id, item_id)
+        if key not in self.items:
+            # _origin() inlined: this runs for every item write.
+            nodes = self.nodes
+            origin = nodes[node_id] if node_id in nodes else self.state.nodes.get(node_id)
+            self.items[key] = origin.items.get(item_id) if origin is not None else None
+
+    def touch_sub(self, node_id: str, subid: str) -> None:
+        key = (node_id, subid)
+        if key not in self.subs:
+            origin = self._origin(node_id)
+            if origin is None or subid not in origin.subs:
+                self.subs[key] = None
+            else:
+                self.subs[key] = (origin.subs[subid], origin.sub_ids[subid])
+
+    def touch_affiliation(self, node_id: str, jid: str) -> None:
+        key = (node_id, jid)
+        if key not in self.affiliations:
+            origin = self._origin(node_id)
+            self.affiliations[key] = origin.affiliations.get(jid) if origin is not None else None
+
+    # --- commit --------------------------------------------------------------------------
+
+    def plan(self) -> Flush:
+        """The rows that make the database equal to memory (see :class:`Flush`)."""
+        st = self.state
+        f = Flush(max_seq=st.next_seq - 1, max_sub_id=st.next_sub_id - 1, events=self.events)
+        cleared: set[str] = set()  # nodes whose child rows are all deleted
+        items_cleared: set[str] = set()
+        for node_id, snap in self.nodes.items():
+            ns = st.nodes.get(node_id)
+            if snap is not None and (ns is None or node_id in self.dropped):
+                f.clear_nodes.append(node_id)
+                cleared.add(node_id)
+                items_cleared.add(node_id)
+            elif snap is not None and node_id in self.purged:
+                f.clear_items.append(node_id)
+                items_cleared.add(node_id)
+            if ns is None:
+                if snap is not None:
+                    f.node_deletes.append(node_id)
+            elif snap is None or ns.node is not snap.node or node_id in self.dropped:
+                f.node_upserts.append(ns.node)
+        nodes = st.nodes
+        for key, orig in self.items.items():
+            ns = nodes.get(key[0])
+            final = ns.items.get(key[1]) if ns is not None else None
+            if final is orig:
+                continue
+            in_db = orig is not None and key[0] not in items_cleared
+            if final is None:
+                if in_db:
+                    f.item_deletes.append(key)
+                continue
+            if in_db and orig.seq != final.seq:  # type: ignore[union-attr]
+                f.item_deletes.append(key)  # removed and published again: a new row
+            f.item_upserts.append(final)
+        for key, was in self.subs.items():
+            ns = nodes.get(key[0])
+            sub = ns.subs.get(key[1]) if ns is not None else None
+            in_db = was is not None and key[0] not in cleared
+            if sub is None:
+                if in_db:
+                    f.sub_deletes.append(key)
+                continue
+            sub_id = ns.sub_ids[key[1]]  # type: ignore[union-attr]
+            if was is not None and was[0] is sub and was[1] == sub_id and in_db:
+                continue
+            if in_db and was[1] != sub_id:  # type: ignore[index]
+                f.sub_deletes.append(key)
+            f.sub_upserts.append((sub_id, sub))
+        for key, aff in self.affiliations.items():
+            ns = nodes.get(key[0])
+            now = ns.affiliations.get(key[1]) if ns is not None else None
+            in_db = aff is not None and key[0] not in cleared
+            if now is None:
+                if in_db:
+                    f.aff_deletes.append(key)
+            elif now is not aff or not in_db:
+                f.aff_upserts.append((key[0], key[1], now))
+        return f
+
+    # --- rollback ------------------------------------------------------------------------
+
+    def rollback(self) -> None:
+        """Put every touched key back as the transaction found it."""
+        st = self.state
+        for node_id, snap in self.nodes.items():
+            if snap is None:
+                st.nodes.pop(node_id, None)
+            else:
+                st.nodes[node_id] = snap
+        for (node_id, item_id), orig in self.items.items():
+            ns = st.nodes.get(node_id)
+            if ns is None or ns.items.get(item_id) is orig:
+                continue
+            if st.set_item(ns, item_id, orig) is None and orig is not None:
+                ns.ordered = False  # put back at the end of the dict; sorted on demand
+        resort: set[str] = set()
+        for (node_id, subid), was in self.subs.items():
+            ns = st.nodes.get(node_id)
+            if ns is None:
+                continue
+            if was is None:
+                ns.subs.pop(subid, None)
+                ns.sub_ids.pop(subid, None)
+                continue
+            if ns.sub_ids.get(subid) != was[1]:
+                resort.add(node_id)
+            ns.subs[subid], ns.sub_ids[subid] = was
+        for node_id in resort:
+            st.nodes[node_id].subs_in_order()
+        for (node_id, jid), aff in self.affiliations.items():
+            ns = st.nodes.get(node_id)
+            if ns is None:
+                continue
+            if aff is None:
+                ns.affiliations.pop(jid, None)
+            else:
+                ns.affiliations[jid] = aff
+        if self.nodes:
+            st.recount()
+        self.clear()
+
+    def clear(self) -> None:
+        self.nodes = {}
+        self.dropped = set()
+        self.purged = set()
+        self.items = {}
+        self.subs = {}
+        self.affiliations = {}
+        self.events = []

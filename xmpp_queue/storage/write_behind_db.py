@@ -1,0 +1,660 @@
+"""The database side of the write-behind store: load everything, write a Flush.
+
+Two backends with one face (:class:`Backend`):
+
+- :class:`SqliteBackend` runs the stdlib ``sqlite3`` connection of
+  ``engine.make_sqlite_engine`` (so the same WAL / ``synchronous=FULL`` /
+  foreign-key pragmas as every other connection) on one worker thread. A
+  commit is ``BEGIN IMMEDIATE``, a handful of ``executemany`` calls and
+  ``COMMIT`` (the one fsync), all on that thread: the event loop keeps parsing
+  stanzas while the disk syncs, and sqlite3 releases the GIL while it works.
+- :class:`PostgresBackend` talks to asyncpg directly: its ``executemany`` runs
+  a prepared statement over all rows in one pipelined round trip, and it
+  encodes datetimes in C. Going through SQLAlchemy would add a bind processor
+  call per value and a cursor adaptation per statement, the very per-row
+  Python this store exists to avoid.
+
+The SQL text is compiled once from SQLAlchemy constructs on ``schema`` (the
+dialects' ``insert().on_conflict_do_update``), so table and column names have
+one source. Values bypass SQLAlchemy's type processing, so this module encodes
+them the way ``schema.UtcDateTime`` and ``codec`` do: on SQLite a timestamp is
+the text SQLAlchemy writes (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), so the SQL
+store and the pipeline read these rows like their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+import asyncpg
+from sqlalchemy import (
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+from sqlalchemy.engine import Dialect, Engine, make_url
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ClauseElement, ColumnElement
+
+from xmpp_queue.core.errors import StorageUnavailable
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item, Subscription
+from xmpp_queue.storage import codec, schema
+from xmpp_queue.storage.engine import is_sqlite, make_sqlite_engine
+from xmpp_queue.storage.write_behind_changes import Flush
+from xmpp_queue.storage.write_behind_load import (
+    AFFILIATION_FIELDS,
+    ITEM_COLD_FIELDS,
+    ITEM_FIELDS,
+    LEDGER_FIELDS,
+    NODE_FIELDS,
+    SUBSCRIPTION_FIELDS,
+    StateBuilder,
+)
+from xmpp_queue.storage.write_behind_state import COLD, EMPTY_HEADERS, MemoryState
+
+log = logging.getLogger("xmpp_queue.storage.write_behind")
+T = TypeVar("T")
+
+# PostgreSQL sequences are moved this far past the ids handed out, so a commit
+# touches them once per this many new items (another writer never collides).
+_SEQUENCE_STEP = 4096
+
+
+class FlushFailed(Exception):
+    """A write failed. ``maybe_committed``: the failure came with or after COMMIT,
+    so the database may hold the batch after all (memory must be reloaded)."""
+
+    def __init__(self, error: BaseException, maybe_committed: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.maybe_committed = maybe_committed
+
+
+class Backend(Protocol):
+    async def load(self) -> MemoryState: ...
+
+    async def write(self, flush: Flush) -> None:
+        """Write *flush* in one transaction and commit; raise FlushFailed."""
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_backend(url: str) -> Backend:
+    backend: Backend = SqliteBackend(url) if is_sqlite(url) else PostgresBackend(url)
+    return backend
+
+
+# --- statements ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the store runs, as driver SQL for one dialect."""
+
+    clear_items: str
+    clear_subs: str
+    clear_affs: str
+    item_delete: str
+    sub_delete: str
+    aff_delete: str
+    node_delete: str
+    node_upsert: str
+    aff_upsert: str
+    sub_upsert: str
+    item_upsert: str
+    item_update_cold: str
+    payloads: str
+    ledger_insert: str
+    load_nodes: str
+    load_affs: str
+    load_subs: str
+    load_items: str
+    ledger_all: str
+    ledger_for_node: str
+    ledger_count: str
+
+
+def _upsert(
+    insert_: Callable[[Table], Any], table: Table, fields: Sequence[str], keys: Sequence[str]
+) -> ClauseElement:
+    statement = insert_(table).values({f: bindparam(f) for f in fields})
+    changing = {f: statement.excluded[f] for f in fields if f not in keys and f != "id"}
+    changing.pop("seq", None)
+    upsert: ClauseElement = statement.on_conflict_do_update(
+        index_elements=[table.c[k] for k in keys], set_=changing
+    )
+    return upsert
+
+
+def _key_delete(table: Table, keys: Sequence[str]) -> ClauseElement:
+    return delete(table).where(*(table.c[k] == bindparam(k) for k in keys))
+
+
+def _compile(statement: ClauseElement, dialect: Dialect, params: Sequence[str]) -> str:
+    """Driver SQL whose positional parameters are exactly *params*, in order."""
+    compiled = statement.compile(dialect=dialect)
+    assert isinstance(compiled, SQLCompiler)
+    order = tuple(compiled.positiontup or ())
+    if order != tuple(params):
+        raise AssertionError(f"parameter order {order} != {tuple(params)}")
+    return compiled.string
+
+
+def _statements(
+    dialect: Dialect, insert_: Callable[[Table], Any], id_list: ColumnElement[bool]
+) -> Statements:
+    """*id_list*: the dialect's way to test ``item_id`` against one array-ish
+    parameter ``ids`` (one statement text whatever the number of ids)."""
+    n, a, s, i, ledger = (
+        schema.nodes,
+        schema.affiliations,
+        schema.subscriptions,
+        schema.items,
+        schema.ledger,
+    )
+    by_node = ("node_id",)
+    ledger_columns = [ledger.c[f] for f in LEDGER_FIELDS]
+
+    def c(statement: ClauseElement, params: Sequence[str] = ()) -> str:
+        return _compile(statement, dialect, params)
+
+    return Statements(
+        clear_items=c(_key_delete(i, by_node), by_node),
+        clear_subs=c(_key_delete(s, by_node), by_node),
+        clear_affs=c(_key_delete(a, by_node), by_node),
+        item_delete=c(_key_delete(i, ("node_id", "item_id")), ("node_id", "item_id")),
+        sub_delete=c(_key_delete(s, ("node_id", "subid")), ("node_id", "subid")),
+        aff_delete=c(_key_delete(a, ("node_id", "jid")), ("node_id", "jid")),
+        node_delete=c(_key_delete(n, by_node), by_node),
+        node_upsert=c(_upsert(insert_, n, NODE_FIELDS, by_node), NODE_FIELDS),
+        aff_upsert=c(
+            _upsert(insert_, a, AFFILIATION_FIELDS, ("node_id", "jid")), AFFILIATION_FIELDS
+        ),
+        sub_upsert=c(
+            _upsert(insert_, s, SUBSCRIPTION_FIELDS, ("node_id", "subid")), SUBSCRIPTION_FIELDS
+        ),
+        item_upsert=c(_upsert(insert_, i, ITEM_FIELDS, ("node_id", "item_id")), ITEM_FIELDS),
+        item_update_cold=c(
+            update(i)
+            .where(i.c.node_id == bindparam("node_id"), i.c.item_id == bindparam("item_id"))
+            .values({f: bindparam(f) for f in ITEM_COLD_FIELDS[:-2]}),
+            ITEM_COLD_FIELDS,
+        ),
+        payloads=c(
+            select(i.c.item_id, i.c.payload).where(i.c.node_id == bindparam("node"), id_list),
+            ("node", "ids"),
+        ),
+        ledger_insert=c(
+            insert(ledger).values({f: bindparam(f) for f in LEDGER_FIELDS}), LEDGER_FIELDS
+        ),
+        load_nodes=c(select(*(n.c[f] for f in NODE_FIELDS))),
+        load_affs=c(select(*(a.c[f] for f in AFFILIATION_FIELDS))),
+        load_subs=c(select(*(s.c[f] for f in SUBSCRIPTION_FIELDS)).order_by(s.c.id)),
+        # Without payloads: those are fetched when a read needs them (COLD).
+        load_items=c(
+            select(
+                *(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS)
+            ).order_by(i.c.seq)
+        ),
+        ledger_all=c(select(*ledger_columns).order_by(ledger.c.id)),
+        ledger_for_node=c(
+            select(*ledger_columns).where(ledger.c.node == bindparam("node")).order_by(ledger.c.id),
+            ("node",),
+        ),
+        ledger_count=c(
+            select(func.count()).where(
+                ledger.c.node == bindparam("node"),
+                ledger.c.kind == bindparam("kind"),
+                ledger.c.at >= bindparam("since"),
+            ),
+            ("node", "kind", "since"),
+        ),
+    )
+
+
+_i = schema.items.c
+SQLITE = _statements(
+    sqlite.dialect(paramstyle="qmark"),
+    sqlite.insert,
+    _i.item_id.in_(select(literal_column("value")).select_from(func.json_each(bindparam("ids")))),
+)
+POSTGRES = _statements(
+    asyncpg_dialect.dialect(),  # type: ignore[no-untyped-call]
+    postgresql.insert,
+    _i.item_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String()))),
+)
+
+
+# --- rows ----------------------------------------------------------------------------
+
+Encode = Callable[[datetime | None], Any]
+_KIND_TEXT = {kind: kind.value for kind in EventKind}
+
+
+def _sqlite_time(value: datetime) -> str:
+    """The text SQLAlchemy's SQLite DATETIME writes. Values in memory are UTC."""
+    return value.isoformat(" ", "microseconds")[:26]
+
+
+def _sqlite_times() -> Encode:
+    """A timestamp encoder for one flush: the moments of one batch repeat (an
+    operation's clock reading is its item's publish time, lock time and ledger
+    time), so each distinct one is formatted once."""
+    memo: dict[datetime, str] = {}
+
+    def encode(value: datetime | None) -> str | None:
+        if value is None:
+            return None
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = _sqlite_time(value)
+        return found
+
+    return encode
+
+
+def _same_time(value: datetime | None) -> datetime | None:
+    return value
+
+
+def _sqlite_when(text: Any) -> datetime | None:
+    if text is None:
+        return None
+    if isinstance(text, datetime):
+        return text if text.tzinfo is not None else text.replace(tzinfo=UTC)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _postgres_when(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    assert isinstance(value, datetime)
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
+    """Upsert rows of items whose payload is in memory."""
+    return [
+        (
+            i.seq,
+            i.node,
+            i.item_id,
+            i.publisher,
+            i.payload,
+            i.payload_size,
+            t(i.published_at),
+            t(i.updated_at),
+            i.locked_by,
+            i.lock_jid,
+            t(i.locked_at),
+            t(i.lock_expires_at),
+            t(i.available_at),
+            i.deliveries,
+            None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
+        )
+        for i in items
+        if i.payload is not COLD
+    ]
+
+
+def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
+    """UPDATE rows (all but the payload) of items whose payload stayed in the database."""
+    return [
+        (
+            i.publisher,
+            i.payload_size,
+            t(i.published_at),
+            t(i.updated_at),
+            i.locked_by,
+            i.lock_jid,
+            t(i.locked_at),
+            t(i.lock_expires_at),
+            t(i.available_at),
+            i.deliveries,
+            None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
+            i.node,
+            i.item_id,
+        )
+        for i in items
+        if i.payload is COLD
+    ]
+
+
+def _sub_row(sub_id: int, s: Subscription, t: Encode) -> tuple[Any, ...]:
+    return (
+        sub_id,
+        s.node,
+        s.subid,
+        s.jid,
+        s.state.value,
+        s.queue_requests,
+        codec.encode_options(s.options),
+        t(s.created_at),
+        t(s.last_activity),
+    )
+
+
+def _event_rows(events: list[LedgerEvent], t: Encode) -> list[tuple[Any, ...]]:
+    kinds = _KIND_TEXT
+    return [
+        (t(e.at), kinds[e.kind], e.node, e.item_id, e.subscriber, e.deliveries, e.payload_size)
+        for e in events
+    ]
+
+
+def _event(row: Sequence[Any], when: Callable[[Any], datetime | None]) -> LedgerEvent:
+    at = when(row[0])
+    assert at is not None
+    return LedgerEvent(at, EventKind(row[1]), row[2], row[3], row[4], row[5], row[6])
+
+
+def write_plan(flush: Flush, q: Statements, t: Encode) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """(statement, rows) pairs in foreign-key order; empty groups left out."""
+    cleared = [(n,) for n in flush.clear_nodes]
+    plan: list[tuple[str, list[tuple[Any, ...]]]] = [
+        (q.clear_items, cleared + [(n,) for n in flush.clear_items]),
+        (q.clear_subs, cleared),
+        (q.clear_affs, cleared),
+        (q.item_delete, flush.item_deletes),
+        (q.sub_delete, flush.sub_deletes),
+        (q.aff_delete, flush.aff_deletes),
+        (q.node_delete, [(n,) for n in flush.node_deletes]),
+        (
+            q.node_upsert,
+            [
+                (n.node_id, codec.encode_config(n.config), n.creator, t(n.created_at))
+                for n in flush.node_upserts
+            ],
+        ),
+        (q.aff_upsert, [(n, j, a.value) for n, j, a in flush.aff_upserts]),
+        (q.sub_upsert, [_sub_row(i, s, t) for i, s in flush.sub_upserts]),
+        (q.item_upsert, _item_rows(flush.item_upserts, t)),
+        (q.item_update_cold, _cold_item_rows(flush.item_upserts, t)),
+        (q.ledger_insert, _event_rows(flush.events, t)),
+    ]
+    return [(sql, rows) for sql, rows in plan if rows]
+
+
+# --- SQLite ----------------------------------------------------------------------------
+
+_SQLITE_BUGS = ("no such table", "no such column", "syntax error", "has no column")
+
+
+def _sqlite_outage(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return not any(bug in str(exc).lower() for bug in _SQLITE_BUGS)
+    return False
+
+
+def _translate(exc: BaseException, outage: Callable[[BaseException], bool]) -> BaseException:
+    if isinstance(exc, StorageUnavailable):
+        return exc
+    if outage(exc):
+        error = StorageUnavailable(f"database unavailable: {type(exc).__name__}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+class SqliteBackend:
+    """SQLite on one worker thread (see the module docstring)."""
+
+    def __init__(self, url: str) -> None:
+        self._engine: Engine = make_sqlite_engine(url)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmpp-queue-wb")
+        self._raw: Any = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker, fn)
+        except FlushFailed as failed:
+            failed.error = _translate(failed.error, _sqlite_outage)
+            raise
+        except Exception as exc:
+            raise _translate(exc, _sqlite_outage) from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._raw = self._engine.raw_connection()  # pragmas: engine.py
+            conn = self._raw.driver_connection
+            assert isinstance(conn, sqlite3.Connection)
+            self._conn = conn
+        return self._conn
+
+    async def load(self) -> MemoryState:
+        return await self._run(self._load)
+
+    def _load(self) -> MemoryState:
+        conn = self._connection()
+        builder = StateBuilder(_sqlite_when)
+        conn.execute("BEGIN")  # one consistent snapshot
+        try:
+            builder.nodes(conn.execute(SQLITE.load_nodes))
+            builder.affiliations(conn.execute(SQLITE.load_affs))
+            builder.subscriptions(conn.execute(SQLITE.load_subs))
+            builder.items(conn.execute(SQLITE.load_items))
+            floor = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
+        finally:
+            conn.execute("ROLLBACK")
+        if builder.orphans:
+            log.warning("event=orphan_rows count=%d action=ignored", builder.orphans)
+        return builder.finish(seq_floor=floor[0] if floor else 0)
+
+    async def write(self, flush: Flush) -> None:
+        plan = write_plan(flush, SQLITE, _sqlite_times())
+        await self._run(lambda: self._write(plan))
+
+    def _write(self, plan: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql, rows in plan:
+                conn.executemany(sql, rows)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise FlushFailed(exc, maybe_committed=False) from exc
+        try:
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise FlushFailed(exc, maybe_committed=True) from exc
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
+        params = (node_id, json.dumps(item_ids))
+        rows = await self._run(
+            lambda: self._connection().execute(SQLITE.payloads, params).fetchall()
+        )
+        return dict(rows)
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        params = (node_id, kind.value, _sqlite_time(since.astimezone(UTC)))
+        row = await self._run(lambda: self._connection().execute(SQLITE.ledger_count, params))
+        return int(row.fetchone()[0])
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
+        def read() -> list[Any]:
+            conn = self._connection()
+            if node_id is None:
+                return conn.execute(SQLITE.ledger_all).fetchall()
+            return conn.execute(SQLITE.ledger_for_node, (node_id,)).fetchall()
+
+        return [_event(r, _sqlite_when) for r in await self._run(read)]
+
+    async def close(self) -> None:
+        def shut() -> None:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = self._conn = None
+            self._engine.dispose()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._worker, shut)
+        finally:
+            self._worker.shutdown(wait=True)
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------
+
+
+def _postgres_outage(exc: BaseException) -> bool:
+    return isinstance(
+        exc,
+        OSError
+        | TimeoutError
+        | ConnectionError
+        | asyncpg.exceptions.PostgresConnectionError
+        | asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.InterfaceError
+        | asyncpg.exceptions.OperatorInterventionError,
+    )
+
+
+class PostgresBackend:
+    """PostgreSQL through one asyncpg connection, reopened after an outage."""
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url).set(drivername="postgresql")
+        self._dsn = parsed.render_as_string(hide_password=False)
+        self._conn: asyncpg.Connection | None = None
+        self._seq_reserved = 0
+        self._sub_id_reserved = 0
+
+    async def _connection(self) -> asyncpg.Connection:
+        if self._conn is None or self._conn.is_closed():
+            try:
+                self._conn = await asyncpg.connect(self._dsn)
+            except Exception as exc:
+                raise _translate(exc, _postgres_outage) from exc
+        return self._conn
+
+    def _lost(self, exc: BaseException) -> BaseException:
+        translated = _translate(exc, _postgres_outage)
+        if translated is not exc and self._conn is not None:
+            self._conn.terminate()
+            self._conn = None
+        return translated
+
+    async def load(self) -> MemoryState:
+        conn = await self._connection()
+        builder = StateBuilder(_postgres_when)
+        try:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                builder.nodes(await conn.fetch(POSTGRES.load_nodes))
+                builder.affiliations(await conn.fetch(POSTGRES.load_affs))
+                builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
+                builder.items(await conn.fetch(POSTGRES.load_items))
+                seq_floor = await conn.fetchval(
+                    "SELECT pg_sequence_last_value(pg_get_serial_sequence('items', 'seq'))"
+                )
+                sub_floor = await conn.fetchval(
+                    "SELECT pg_sequence_last_value(pg_get_serial_sequence('subscriptions', 'id'))"
+                )
+        except Exception as exc:
+            raise self._lost(exc) from exc
+        if builder.orphans:
+            log.warning("event=orphan_rows count=%d action=ignored", builder.orphans)
+        state = builder.finish(seq_floor or 0, sub_floor or 0)
+        self._seq_reserved = state.next_seq - 1
+        self._sub_id_reserved = state.next_sub_id - 1
+        return state
+
+    async def write(self, flush: Flush) -> None:
+        plan = write_plan(flush, POSTGRES, _same_time)
+        conn = await self._connection()
+        transaction = conn.transaction()
+        try:
+            await transaction.start()
+            for sql, rows in plan:
+                await conn.executemany(sql, rows)
+            await self._reserve(conn, flush)
+        except BaseException as exc:
+            if not conn.is_closed():
+                try:
+                    await transaction.rollback()
+                except Exception:
+                    pass
+            raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
+        try:
+            await transaction.commit()
+        except BaseException as exc:
+            raise FlushFailed(self._lost(exc), maybe_committed=True) from exc
+
+    async def _reserve(self, conn: asyncpg.Connection, flush: Flush) -> None:
+        """Keep the serial sequences ahead of the ids handed out in memory, so a
+        writer using them (the SQL store, a tool) never takes an id of ours."""
+        if flush.max_seq > self._seq_reserved:
+            target = flush.max_seq + _SEQUENCE_STEP
+            await conn.execute("SELECT setval(pg_get_serial_sequence('items', 'seq'), $1)", target)
+            self._seq_reserved = target
+        if flush.max_sub_id > self._sub_id_reserved:
+            target = flush.max_sub_id + _SEQUENCE_STEP
+            await conn.execute(
+                "SELECT setval(pg_get_serial_sequence('subscriptions', 'id'), $1)", target
+            )
+            self._sub_id_reserved = target
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
+        conn = await self._connection()
+        try:
+            rows = await conn.fetch(POSTGRES.payloads, node_id, item_ids)
+        except Exception as exc:
+            raise self._lost(exc) from exc
+        return {r[0]: r[1] for r in rows}
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        conn = await self._connection()
+        try:
+            return int(await conn.fetchval(POSTGRES.ledger_count, node_id, kind.value, since))
+        except Exception as exc:
+            raise self._lost(exc) from exc
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
+        conn = await self._connection()
+        try:
+            if node_id is None:
+                rows = await conn.fetch(POSTGRES.ledger_all)
+            else:
+                rows = await conn.fetch(POSTGRES.ledger_for_node, node_id)
+        except Exception as exc:
+            raise self._lost(exc) from exc
+        return [_event(r, _postgres_when) for r in rows]
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close(timeout=5)
+            except Exception:
+                self._conn.terminate()
+            self._conn = None

@@ -1,0 +1,198 @@
+"""Loading a migrated database into :class:`MemoryState`, and the row layouts.
+
+The write-behind store reads every node, affiliation, subscription and item
+once, at open (and again after a commit whose outcome is unknown). The column
+orders below are shared by the load queries and the write statements
+(``write_behind_db``), so a row read and a row written line up.
+
+Memory matters here: a queue may hold millions of items. Repeated strings
+(node ids, publishers, lock holders) are shared, equal timestamps of one row
+share one object, and items without headers share one empty mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
+from xmpp_queue.storage import codec
+from xmpp_queue.storage.write_behind_state import (
+    COLD,
+    EMPTY_HEADERS,
+    MemoryState,
+    NodeState,
+    frozen_headers,
+)
+
+NODE_FIELDS = ("node_id", "config", "creator", "created_at")  # the table's column order
+AFFILIATION_FIELDS = ("node_id", "jid", "affiliation")
+SUBSCRIPTION_FIELDS = (
+    "id",
+    "node_id",
+    "subid",
+    "jid",
+    "state",
+    "queue_requests",
+    "options",
+    "created_at",
+    "last_activity",
+)
+ITEM_COLD_FIELDS = (  # an UPDATE of an item whose payload is not in memory
+    "publisher",
+    "payload_size",
+    "published_at",
+    "updated_at",
+    "locked_by",
+    "lock_jid",
+    "locked_at",
+    "lock_expires_at",
+    "available_at",
+    "deliveries",
+    "headers",
+    "node_id",
+    "item_id",
+)
+ITEM_FIELDS = (
+    "seq",
+    "node_id",
+    "item_id",
+    "publisher",
+    "payload",
+    "payload_size",
+    "published_at",
+    "updated_at",
+    "locked_by",
+    "lock_jid",
+    "locked_at",
+    "lock_expires_at",
+    "available_at",
+    "deliveries",
+    "headers",
+)
+LEDGER_FIELDS = ("at", "kind", "node", "item_id", "subscriber", "deliveries", "payload_size")
+
+Row = Sequence[Any]
+DateDecoder = Callable[[Any], datetime | None]
+
+
+class StateBuilder:
+    """Turns rows (in the orders above) into a :class:`MemoryState`.
+
+    *when* turns a stored timestamp into an aware UTC datetime (SQLite keeps
+    text, asyncpg returns datetimes). Feed nodes first, then the rest in id /
+    seq order, then call :meth:`finish`.
+    """
+
+    def __init__(self, when: DateDecoder) -> None:
+        self._when = when
+        self._state = MemoryState()
+        self._strings: dict[str, str] = {}
+        self._max_seq = 0
+        self._max_sub_id = 0
+        self.orphans = 0  # child rows of a missing node (foreign keys were off)
+
+    def _shared(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        return self._strings.setdefault(text, text)
+
+    def nodes(self, rows: Iterable[Row]) -> None:
+        for node_id, config, creator, created_at in rows:
+            when = self._when(created_at)
+            assert when is not None
+            node = Node(node_id, codec.decode_config(config), when, creator)
+            self._strings[node_id] = node_id
+            self._state.nodes[node_id] = NodeState(node)
+
+    def affiliations(self, rows: Iterable[Row]) -> None:
+        nodes = self._state.nodes
+        for node_id, jid, affiliation in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                self.orphans += 1
+                continue
+            ns.affiliations[jid] = Affiliation(affiliation)
+
+    def subscriptions(self, rows: Iterable[Row]) -> None:
+        nodes, when = self._state.nodes, self._when
+        for sub_id, node_id, subid, jid, state, requests, options, created, last in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                self.orphans += 1
+                continue
+            created_at = when(created)
+            assert created_at is not None
+            ns.subs[subid] = Subscription(
+                ns.node.node_id,
+                jid,
+                subid,
+                SubscriptionState(state),
+                created_at,
+                requests,
+                codec.decode_options(options),
+                when(last),
+            )
+            ns.sub_ids[subid] = sub_id
+            self._max_sub_id = max(self._max_sub_id, sub_id)
+
+    def items(self, rows: Iterable[Row]) -> None:
+        """Item rows whose ``payload`` column says only whether it is NULL: every
+        other payload stays in the database until a read needs it (COLD)."""
+        state, nodes, when, shared = self._state, self._state.nodes, self._when, self._shared
+        last_text: Any = None
+        last_when: datetime | None = None
+        for (
+            seq,
+            node_id,
+            item_id,
+            publisher,
+            payload_is_null,
+            size,
+            published,
+            updated,
+            locked_by,
+            lock_jid,
+            locked_at,
+            expires,
+            available,
+            deliveries,
+            headers,
+        ) in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                self.orphans += 1
+                continue
+            # published_at, updated_at and locked_at are often the same moment.
+            if published != last_text:
+                last_text, last_when = published, when(published)
+            published_at = last_when
+            updated_at = published_at if updated == published else when(updated)
+            assert published_at is not None and updated_at is not None
+            item = Item(
+                ns.node.node_id,
+                item_id,
+                seq,
+                shared(publisher) or "",
+                None if payload_is_null else COLD,
+                published_at,
+                updated_at,
+                size,
+                shared(locked_by),
+                shared(lock_jid),
+                updated_at if locked_at == updated else when(locked_at),
+                when(expires),
+                when(available),
+                deliveries,
+                frozen_headers(codec.decode_headers(headers)) if headers else EMPTY_HEADERS,
+            )
+            state.set_item(ns, item_id, item)
+            self._max_seq = max(self._max_seq, seq)
+
+    def finish(self, seq_floor: int = 0, sub_id_floor: int = 0) -> MemoryState:
+        """The state; new seqs and subscription ids start above every one seen
+        and above the database's own counters (*seq_floor*, *sub_id_floor*)."""
+        self._state.next_seq = max(self._max_seq, seq_floor) + 1
+        self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
+        return self._state

@@ -1,0 +1,445 @@
+"""The core's repositories over the write-behind store's memory.
+
+Reads answer from :class:`MemoryState` alone; writes record the key's
+original value in the transaction's :class:`ChangeSet` first and then change
+memory through :meth:`MemoryState.set_item` (items) or the node's dicts, so
+the next operation of the same batch sees them. Guards that the SQL store gets
+from constraints (a missing node, a duplicate key) raise ``ValueError`` here
+before anything changes: the core checks first, so these mean a bug, and the
+commit batcher answers a bug by rolling the batch back.
+
+Only the ledger reads the database (``count``/``events``: history is not kept
+in memory); they see the committed rows plus this transaction's pending ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from datetime import UTC, datetime
+from typing import Protocol
+
+from xmpp_queue.core.errors import NodeExists
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import (
+    Affiliation,
+    AffiliationEntry,
+    Item,
+    ItemPage,
+    Node,
+    NodeConfig,
+    PageRequest,
+    Subscription,
+    bare,
+)
+from xmpp_queue.core.ports import QueueStats
+from xmpp_queue.storage.memory import page_of
+from xmpp_queue.storage.write_behind_changes import ChangeSet
+from xmpp_queue.storage.write_behind_state import (
+    COLD,
+    PREFETCH,
+    MemoryState,
+    NodeState,
+    stored_item,
+    utc,
+    utc_opt,
+    with_deadline,
+    with_lock,
+    with_payload,
+    with_payload_value,
+    without_lock,
+)
+
+
+def _node_state(state: MemoryState, node_id: str) -> NodeState:
+    ns = state.nodes.get(node_id)
+    if ns is None:
+        raise ValueError(f"no node {node_id!r} (the core must create it first)")
+    return ns
+
+
+class WbNodes:
+    def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
+        self._s = state
+        self._c = changes
+
+    async def get(self, node_id: str) -> Node | None:
+        ns = self._s.nodes.get(node_id)
+        return ns.node if ns is not None else None
+
+    async def add(self, node: Node) -> None:
+        if node.node_id in self._s.nodes:
+            raise NodeExists(node.node_id)
+        created = utc(node.created_at)
+        if created is not node.created_at:
+            node = dataclasses.replace(node, created_at=created)
+        self._c.touch_node(node.node_id)
+        self._s.nodes[node.node_id] = NodeState(node)
+
+    async def update_config(self, node_id: str, config: NodeConfig) -> None:
+        ns = self._s.nodes.get(node_id)
+        if ns is not None:
+            self._c.touch_node(node_id)
+            ns.node = dataclasses.replace(ns.node, config=config)
+
+    async def remove(self, node_id: str) -> None:
+        if node_id in self._s.nodes:
+            self._c.touch_node(node_id)
+            self._c.dropped.add(node_id)
+            self._s.drop_node(node_id)
+
+    async def all(self) -> list[Node]:
+        return [ns.node for _, ns in sorted(self._s.nodes.items())]
+
+
+class WbAffiliations:
+    def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
+        self._s = state
+        self._c = changes
+
+    async def get(self, node_id: str, jid: str) -> Affiliation:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return Affiliation.NONE
+        return ns.affiliations.get(jid, Affiliation.NONE)
+
+    async def set(self, node_id: str, jid: str, affiliation: Affiliation) -> None:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            if affiliation is Affiliation.NONE:
+                return
+            ns = _node_state(self._s, node_id)
+        if affiliation is Affiliation.NONE:
+            if jid in ns.affiliations:
+                self._c.touch_affiliation(node_id, jid)
+                del ns.affiliations[jid]
+            return
+        self._c.touch_affiliation(node_id, jid)
+        ns.affiliations[jid] = affiliation
+
+    async def for_node(self, node_id: str) -> list[AffiliationEntry]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return []
+        return [AffiliationEntry(node_id, j, a) for j, a in sorted(ns.affiliations.items())]
+
+    async def for_jid(self, jid: str) -> list[AffiliationEntry]:
+        return [
+            AffiliationEntry(node_id, jid, ns.affiliations[jid])
+            for node_id, ns in sorted(self._s.nodes.items())
+            if jid in ns.affiliations
+        ]
+
+
+def _utc_subscription(sub: Subscription) -> Subscription:
+    created, last = utc(sub.created_at), utc_opt(sub.last_activity)
+    if created is sub.created_at and last is sub.last_activity:
+        return sub
+    return dataclasses.replace(sub, created_at=created, last_activity=last)
+
+
+class WbSubscriptions:
+    def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
+        self._s = state
+        self._c = changes
+
+    async def add(self, subscription: Subscription) -> None:
+        sub = _utc_subscription(subscription)
+        ns = _node_state(self._s, sub.node)
+        if sub.subid in ns.subs:
+            raise ValueError(f"subscription {sub.subid!r} exists on node {sub.node!r}")
+        self._c.touch_sub(sub.node, sub.subid)
+        ns.subs[sub.subid] = sub
+        ns.sub_ids[sub.subid] = self._s.next_sub_id
+        self._s.next_sub_id += 1
+
+    async def update(self, subscription: Subscription) -> None:
+        sub = _utc_subscription(subscription)
+        ns = self._s.nodes.get(sub.node)
+        if ns is not None and sub.subid in ns.subs:
+            self._c.touch_sub(sub.node, sub.subid)
+            ns.subs[sub.subid] = sub
+
+    async def remove(self, node_id: str, subid: str) -> None:
+        ns = self._s.nodes.get(node_id)
+        if ns is not None and subid in ns.subs:
+            self._c.touch_sub(node_id, subid)
+            del ns.subs[subid]
+            del ns.sub_ids[subid]
+
+    async def get(self, node_id: str, subid: str) -> Subscription | None:
+        ns = self._s.nodes.get(node_id)
+        return ns.subs.get(subid) if ns is not None else None
+
+    async def for_node(self, node_id: str) -> list[Subscription]:
+        ns = self._s.nodes.get(node_id)
+        return list(ns.subs.values()) if ns is not None else []
+
+    async def for_jid(self, jid: str, node_id: str | None = None) -> list[Subscription]:
+        if node_id is not None:
+            return [s for s in await self.for_node(node_id) if s.jid == jid]
+        found = [(i, s) for i, s in self._s.all_subscriptions() if s.jid == jid]
+        return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+
+    async def for_account(self, bare_jid: str) -> list[Subscription]:
+        found = [(i, s) for i, s in self._s.all_subscriptions() if bare(s.jid) == bare_jid]
+        return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+
+    async def count(self) -> int:
+        return sum(len(ns.subs) for ns in self._s.nodes.values())
+
+
+class PayloadReader(Protocol):
+    """Fetches payloads kept in the database (committed items only)."""
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
+
+
+class WbItems:
+    def __init__(self, state: MemoryState, changes: ChangeSet, reader: PayloadReader) -> None:
+        self._s = state
+        self._c = changes
+        self._reader = reader
+
+    async def _warm(
+        self, ns: NodeState, items: list[Item], also: list[str] | None = None
+    ) -> list[Item]:
+        """*items* with every payload in hand: the cold ones (and the cold ones
+        among the ids in *also*, a prefetch) are fetched in one query and kept."""
+        cold = [i.item_id for i in items if i.payload is COLD]
+        if not cold:
+            return items
+        stored = ns.items
+        if also:
+            cold += [x for x in also if (i := stored.get(x)) is not None and i.payload is COLD]
+        fetched = await self._reader.payloads(ns.node.node_id, cold)
+        for item_id in cold:
+            current = stored.get(item_id)
+            if current is not None and current.payload is COLD:
+                # Same state, payload in hand: no index or change record moves.
+                stored[item_id] = with_payload_value(current, fetched.get(item_id))
+        return [stored.get(i.item_id, i) if i.payload is COLD else i for i in items]
+
+    async def put(self, item: Item) -> Item:
+        state = self._s
+        ns = _node_state(state, item.node)
+        if item.item_id in ns.items:
+            raise ValueError(f"item {item.item_id!r} exists on node {item.node!r}")
+        stored = stored_item(item, state.next_seq)
+        state.next_seq += 1
+        self._c.touch_item(item.node, item.item_id)
+        state.set_item(ns, item.item_id, stored)
+        return stored
+
+    async def replace_payload(
+        self,
+        node_id: str,
+        item_id: str,
+        payload: str | None,
+        size: int,
+        publisher: str,
+        at: datetime,
+    ) -> None:
+        ns = self._s.nodes.get(node_id)
+        old = ns.items.get(item_id) if ns is not None else None
+        if ns is not None and old is not None:
+            new = with_payload(old, payload, size, publisher, utc(at))
+            self._c.touch_item(node_id, item_id)
+            self._s.set_item(ns, item_id, new)
+
+    async def get(self, node_id: str, item_id: str) -> Item | None:
+        ns = self._s.nodes.get(node_id)
+        found = ns.items.get(item_id) if ns is not None else None
+        if found is not None and found.payload is COLD:
+            assert ns is not None
+            return (await self._warm(ns, [found]))[0]
+        return found
+
+    async def remove(self, node_id: str, item_id: str) -> bool:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or item_id not in ns.items:
+            return False
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, None)
+        return True
+
+    async def remove_all(self, node_id: str) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or not ns.items:
+            return []
+        self._c.touch_node(node_id)
+        self._c.purged.add(node_id)
+        removed = [
+            with_payload_value(i, None) if i.payload is COLD else i for i in ns.in_order().values()
+        ]  # the port allows purged items without payloads
+        self._s.clear_items(ns)
+        return removed
+
+    async def count(self, node_id: str) -> int:
+        ns = self._s.nodes.get(node_id)
+        return len(ns.items) if ns is not None else 0
+
+    async def count_all(self) -> int:
+        return sum(len(ns.items) for ns in self._s.nodes.values())
+
+    async def page(self, node_id: str, request: PageRequest) -> ItemPage:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return page_of([], request)
+        found = page_of(list(ns.in_order().values()), request)
+        items = await self._warm(ns, list(found.items))
+        return dataclasses.replace(found, items=tuple(items))
+
+    async def latest(self, node_id: str, limit: int) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or limit <= 0:
+            return []
+        newest = list(itertools.islice(reversed(ns.in_order().values()), limit))
+        newest.reverse()
+        return await self._warm(ns, newest)
+
+    async def oldest_ids(self, node_id: str, limit: int) -> list[str]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or limit <= 0:
+            return []
+        return list(itertools.islice(ns.in_order(), limit))
+
+    # --- queue state ---------------------------------------------------------------
+
+    async def next_ready(self, node_id: str, now: datetime, limit: int) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or limit <= 0:
+            return []
+        ready = self._s.ready_items(ns, now, limit)
+        if not any(i.payload is COLD for i in ready):
+            return ready
+        # The head of a long queue: fetch what comes next along with it.
+        ahead = ns.queue.ready.first(len(ready) + PREFETCH)[len(ready) :]
+        return await self._warm(ns, ready, ahead)
+
+    async def lock(
+        self, node_id: str, item_id: str, subid: str, jid: str, now: datetime, expires_at: datetime
+    ) -> bool:
+        ns = self._s.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if ns is None or item is None or item.locked_by is not None:
+            return False
+        new = with_lock(item, subid, jid, utc(now), utc(expires_at))
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, new)
+        return True
+
+    async def unlock(
+        self, node_id: str, item_id: str, subid: str, available_at: datetime | None
+    ) -> bool:
+        ns = self._s.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if ns is None or item is None or item.locked_by != subid:
+            return False
+        new = without_lock(item, utc_opt(available_at))
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, new)
+        return True
+
+    async def extend(self, node_id: str, item_id: str, subid: str, expires_at: datetime) -> bool:
+        ns = self._s.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if ns is None or item is None or item.locked_by != subid:
+            return False
+        new = with_deadline(item, utc(expires_at))
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, new)
+        return True
+
+    async def in_flight(self, node_id: str) -> dict[str, int]:
+        ns = self._s.nodes.get(node_id)
+        return dict(ns.queue.loads) if ns is not None else {}
+
+    async def locked_by(self, node_id: str, subid: str) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or subid not in ns.queue.loads:
+            return []
+        return await self._warm(ns, [i for i in self._s.locked_items(ns) if i.locked_by == subid])
+
+    async def locked(self, node_id: str) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        return await self._warm(ns, self._s.locked_items(ns)) if ns is not None else []
+
+    async def expired_locks(self, now: datetime, limit: int) -> list[Item]:
+        if limit <= 0:
+            return []
+        due = self._s.expired(now, limit)
+        if not any(i.payload is COLD for i in due):
+            return due
+        by_node: dict[str, list[Item]] = {}
+        for i in due:
+            by_node.setdefault(i.node, []).append(i)
+        warm: dict[tuple[str, str], Item] = {}
+        for node_id, items in by_node.items():
+            for i in await self._warm(self._s.nodes[node_id], items):
+                warm[(i.node, i.item_id)] = i
+        return [warm[(i.node, i.item_id)] for i in due]
+
+    async def next_deadline(self, now: datetime) -> datetime | None:
+        moments = [self._s.next_lock_deadline(), self._s.next_retry(now)]
+        return min((m for m in moments if m is not None), default=None)
+
+    async def queue_stats(self, node_id: str) -> QueueStats:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return QueueStats(0, 0, None)
+        in_flight = len(ns.queue.locked)
+        return QueueStats(
+            backlog=len(ns.items) - in_flight,
+            in_flight=in_flight,
+            oldest_waiting=self._oldest_waiting(ns),
+        )
+
+    def _oldest_waiting(self, ns: NodeState) -> datetime | None:
+        """published_at of the first unlocked item in publish order (publish
+        order is publish-time order): the lowest ready or delayed seq."""
+        q = ns.queue
+        candidates = [ns.items[i] for i in q.ready.first(1)]
+        candidates += [
+            i
+            for _, _, item_id in q.delayed
+            if (i := ns.items.get(item_id)) is not None and i.locked_by is None
+        ]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda i: i.seq).published_at
+
+    async def count_locked(self) -> int:
+        return self._s.locked_total
+
+
+class LedgerReader(Protocol):
+    """The database side of ledger reads (committed rows only)."""
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
+
+
+class WbLedger:
+    """Appends are buffered until commit; reads are committed rows + pending ones."""
+
+    def __init__(self, changes: ChangeSet, reader: LedgerReader) -> None:
+        self._c = changes
+        self._reader = reader
+
+    def append(self, event: LedgerEvent) -> None:
+        if event.at.tzinfo is not UTC:
+            event = dataclasses.replace(event, at=utc(event.at))
+        self._c.events.append(event)
+
+    async def count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        stored = await self._reader.ledger_count(node_id, kind, since)
+        pending = sum(
+            1 for e in self._c.events if e.node == node_id and e.kind == kind and e.at >= since
+        )
+        return stored + pending
+
+    async def events(self, node_id: str | None = None) -> list[LedgerEvent]:
+        stored = await self._reader.ledger_events(node_id)
+        return stored + [e for e in self._c.events if node_id is None or e.node == node_id]

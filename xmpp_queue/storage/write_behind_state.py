@@ -1,0 +1,542 @@
+"""The in-memory half of :class:`~xmpp_queue.storage.write_behind.WriteBehindStore`.
+
+Every node, affiliation, subscription and item lives here, with the indexes
+the queue asks for on every operation, so that no read needs the database:
+
+- per node, ``items`` in publish (seq) order and a :class:`QueueIndex`: the
+  ready items (unlocked, available) as a heap of seqs, the delayed ones (retry
+  back-off) as a heap of ``available_at``, the locked item ids and the lock
+  count per subid (``in_flight`` in O(subscribers));
+- store-wide, one heap of lock deadlines (``expired_locks``/``next_deadline``
+  without a scan) and the running seq and subscription-id counters.
+
+Heaps use lazy deletion: an entry is checked against the item it names when it
+reaches the top, and a heap that grew to twice its live size is rebuilt. So a
+lock, an unlock or an ack costs O(log n) whatever the backlog, and a million
+waiting items cost nothing per operation.
+
+Items are the core's frozen :class:`Item` values: a change makes a new value
+(:func:`with_lock` and friends build it with one constructor call, several
+times cheaper than ``dataclasses.replace``), so a value handed to a caller is
+never changed under it, and identity (``is``) says whether a stored value is
+still the one that was read. Every change of an item goes through
+:meth:`MemoryState.set_item`, which keeps the indexes in step; transactions
+(``write_behind_changes``) record what they replaced through the same path.
+
+Nothing here imports SQLAlchemy: this module is plain data structures.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Final
+
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+
+EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
+"""Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
+
+COLD: Final[str] = "\x00payload kept in the database\x00"
+"""The ``payload`` of an item whose payload is not in memory, compared by identity.
+
+Payloads are most of a queued item's size, and a deep backlog is read from
+its head only, so the tail of a long queue keeps its payloads in the database
+(see ``write_behind`` for the policy). A value carrying this marker never
+leaves the store: every read that hands items out fetches the payloads first.
+"""
+
+HOT_WINDOW = 1024
+"""A node keeps payloads in memory for about this many waiting items (its head)."""
+
+PREFETCH = 256
+"""A dispatch that meets a cold payload fetches this many of the next ones with it."""
+
+# A heap is rebuilt from its live entries once it holds more than twice as
+# many entries as live ones, plus this slack (so small heaps are left alone).
+_HEAP_SLACK = 256
+
+
+def utc(value: datetime) -> datetime:
+    """Aware UTC, as the SQL store returns it; naive datetimes are refused there too."""
+    if value.tzinfo is UTC:
+        return value
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: storage needs aware UTC datetimes")
+    return value.astimezone(UTC)
+
+
+def utc_opt(value: datetime | None) -> datetime | None:
+    return None if value is None else utc(value)
+
+
+def frozen_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """Item headers as stored: the shared empty mapping, or a read-only copy."""
+    if not headers:
+        return EMPTY_HEADERS
+    if isinstance(headers, MappingProxyType):
+        return headers
+    return MappingProxyType(dict(headers))
+
+
+def stored_item(item: Item, seq: int) -> Item:
+    """*item* as the store keeps it: the given seq, UTC times, frozen headers."""
+    return Item(
+        item.node,
+        item.item_id,
+        seq,
+        item.publisher,
+        item.payload,
+        utc(item.published_at),
+        utc(item.updated_at),
+        item.payload_size,
+        item.locked_by,
+        item.lock_jid,
+        utc_opt(item.locked_at),
+        utc_opt(item.lock_expires_at),
+        utc_opt(item.available_at),
+        item.deliveries,
+        frozen_headers(item.headers),
+    )
+
+
+def with_payload_value(i: Item, payload: str | None) -> Item:
+    """The same item with its payload fetched (or, with COLD, dropped)."""
+    return Item(
+        i.node,
+        i.item_id,
+        i.seq,
+        i.publisher,
+        payload,
+        i.published_at,
+        i.updated_at,
+        i.payload_size,
+        i.locked_by,
+        i.lock_jid,
+        i.locked_at,
+        i.lock_expires_at,
+        i.available_at,
+        i.deliveries,
+        i.headers,
+    )
+
+
+def with_lock(i: Item, subid: str, jid: str, locked_at: datetime, expires_at: datetime) -> Item:
+    return Item(
+        i.node,
+        i.item_id,
+        i.seq,
+        i.publisher,
+        i.payload,
+        i.published_at,
+        i.updated_at,
+        i.payload_size,
+        subid,
+        jid,
+        locked_at,
+        expires_at,
+        None,
+        i.deliveries + 1,
+        i.headers,
+    )
+
+
+def without_lock(i: Item, available_at: datetime | None) -> Item:
+    return Item(
+        i.node,
+        i.item_id,
+        i.seq,
+        i.publisher,
+        i.payload,
+        i.published_at,
+        i.updated_at,
+        i.payload_size,
+        None,
+        None,
+        None,
+        None,
+        available_at,
+        i.deliveries,
+        i.headers,
+    )
+
+
+def with_deadline(i: Item, expires_at: datetime) -> Item:
+    return Item(
+        i.node,
+        i.item_id,
+        i.seq,
+        i.publisher,
+        i.payload,
+        i.published_at,
+        i.updated_at,
+        i.payload_size,
+        i.locked_by,
+        i.lock_jid,
+        i.locked_at,
+        expires_at,
+        i.available_at,
+        i.deliveries,
+        i.headers,
+    )
+
+
+def with_payload(
+    i: Item, payload: str | None, size: int, publisher: str, updated_at: datetime
+) -> Item:
+    return Item(
+        i.node,
+        i.item_id,
+        i.seq,
+        publisher,
+        payload,
+        i.published_at,
+        updated_at,
+        size,
+        i.locked_by,
+        i.lock_jid,
+        i.locked_at,
+        i.lock_expires_at,
+        i.available_at,
+        i.deliveries,
+        i.headers,
+    )
+
+
+class ReadyQueue:
+    """The ready items of one node in seq order: a heap of seqs plus seq → item id.
+
+    Membership is the dict; the heap may hold stale seqs (locked or removed
+    since) and duplicates (an item that left and came back), both skipped when
+    they surface and dropped when the heap is rebuilt.
+    """
+
+    __slots__ = ("_heap", "_ids")
+
+    def __init__(self) -> None:
+        self._heap: list[int] = []
+        self._ids: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, seq: int) -> bool:
+        return seq in self._ids
+
+    def add(self, seq: int, item_id: str) -> None:
+        self._ids[seq] = item_id
+        heapq.heappush(self._heap, seq)
+        if len(self._heap) > 2 * len(self._ids) + _HEAP_SLACK:
+            self._heap = sorted(self._ids)  # a sorted list is a heap
+
+    def members(self) -> dict[int, str]:
+        """seq -> item id of every ready item (a copy; for checks and diagnostics)."""
+        return dict(self._ids)
+
+    def heap_size(self) -> int:
+        return len(self._heap)
+
+    def discard(self, seq: int) -> bool:
+        """Forget *seq*; whether it was there."""
+        return self._ids.pop(seq, None) is not None
+
+    def first(self, limit: int) -> list[str]:
+        """Item ids of the *limit* lowest seqs, lowest first.
+
+        Pops from the heap in order and pushes the live entries back: O(k log n).
+        """
+        heap, ids = self._heap, self._ids
+        found: list[str] = []
+        kept: list[int] = []
+        last = -1
+        while heap and len(found) < limit:
+            seq = heapq.heappop(heap)
+            if seq == last:
+                continue  # a duplicate entry of the same item
+            item_id = ids.get(seq)
+            if item_id is None:
+                continue  # stale: locked or removed since it was pushed
+            last = seq
+            kept.append(seq)
+            found.append(item_id)
+        for seq in kept:
+            heapq.heappush(heap, seq)
+        return found
+
+
+@dataclass(slots=True)
+class QueueIndex:
+    """Where each item of a node stands: ready, delayed or locked (exactly one).
+
+    One mutable object per node, replaced as a whole by a purge, so a
+    transaction's snapshot of the node keeps the index that matched its items.
+    """
+
+    ready: ReadyQueue = field(default_factory=ReadyQueue)
+    # (available_at, seq, item_id) of unlocked items held back by a retry delay
+    delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
+    delayed_live: int = 0
+    locked: dict[str, None] = field(default_factory=dict)  # item ids, an ordered set
+    loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
+
+
+@dataclass(slots=True)
+class NodeState:
+    """One node with everything that belongs to it.
+
+    Containers are changed in place by single-key writes and replaced only by
+    a purge (``items``, ``queue``); :meth:`copy` is the snapshot a transaction
+    takes before a node-level change.
+    """
+
+    node: Node
+    items: dict[str, Item] = field(default_factory=dict)  # seq order (see ``ordered``)
+    subs: dict[str, Subscription] = field(default_factory=dict)  # creation order
+    sub_ids: dict[str, int] = field(default_factory=dict)  # subid -> subscriptions.id
+    affiliations: dict[str, Affiliation] = field(default_factory=dict)
+    queue: QueueIndex = field(default_factory=QueueIndex)
+    # False after a rollback put removed items back at the end of ``items``.
+    ordered: bool = True
+
+    def copy(self) -> NodeState:
+        return NodeState(
+            self.node,
+            self.items,
+            self.subs,
+            self.sub_ids,
+            self.affiliations,
+            self.queue,
+            self.ordered,
+        )
+
+    def in_order(self) -> dict[str, Item]:
+        """``items`` in seq order (sorting in place, once, after a rollback)."""
+        if not self.ordered:
+            ordered = sorted(self.items.values(), key=lambda i: i.seq)
+            self.items.clear()
+            self.items.update((i.item_id, i) for i in ordered)
+            self.ordered = True
+        return self.items
+
+    def subs_in_order(self) -> None:
+        ordered = sorted(self.subs.values(), key=lambda s: self.sub_ids[s.subid])
+        self.subs.clear()
+        self.subs.update((s.subid, s) for s in ordered)
+
+
+LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
+
+
+class MemoryState:
+    """Every node of the store plus the store-wide deadline index and counters."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.lock_heap: list[LockEntry] = []
+        self.locked_total = 0
+        self.delayed_nodes: set[str] = set()
+        self.next_seq = 1
+        self.next_sub_id = 1
+
+    # --- the one way an item changes -------------------------------------------------
+
+    def set_item(self, ns: NodeState, item_id: str, new: Item | None) -> Item | None:
+        """Store *new* (None removes) under *item_id*; return what was there."""
+        items = ns.items
+        old = items.get(item_id)
+        if old is not None:
+            self._unindex(ns.queue, old)
+        if new is None:
+            if old is not None:
+                del items[item_id]
+        else:
+            items[item_id] = new
+            self._index(ns, new)
+        return old
+
+    def _index(self, ns: NodeState, item: Item) -> None:
+        q = ns.queue
+        if item.locked_by is not None:
+            q.locked[item.item_id] = None
+            q.loads[item.locked_by] = q.loads.get(item.locked_by, 0) + 1
+            self.locked_total += 1
+            if item.lock_expires_at is not None:
+                self.push_deadline(item)
+        elif item.available_at is None:
+            q.ready.add(item.seq, item.item_id)
+        else:
+            heapq.heappush(q.delayed, (item.available_at, item.seq, item.item_id))
+            q.delayed_live += 1
+            self.delayed_nodes.add(ns.node.node_id)
+            if len(q.delayed) > 2 * q.delayed_live + _HEAP_SLACK:
+                self._rebuild_delayed(ns)
+
+    def _unindex(self, q: QueueIndex, item: Item) -> None:
+        if item.locked_by is not None:
+            del q.locked[item.item_id]
+            left = q.loads[item.locked_by] - 1
+            if left:
+                q.loads[item.locked_by] = left
+            else:
+                del q.loads[item.locked_by]
+            self.locked_total -= 1
+        elif not q.ready.discard(item.seq) and item.available_at is not None:
+            q.delayed_live -= 1
+
+    def cool(self, items: list[Item]) -> int:
+        """After a commit: drop from memory the payloads of waiting items at the
+        tail of a long queue (they are in the database now). Returns how many."""
+        cooled = 0
+        nodes = self.nodes
+        for item in items:
+            if item.payload is None or item.payload is COLD or item.locked_by is not None:
+                continue
+            ns = nodes.get(item.node)
+            if ns is None or len(ns.queue.ready) <= HOT_WINDOW:
+                continue
+            if ns.items.get(item.item_id) is item:
+                ns.items[item.item_id] = with_payload_value(item, COLD)
+                cooled += 1
+        return cooled
+
+    def clear_items(self, ns: NodeState) -> None:
+        """Purge: fresh containers (the old ones stay intact for a snapshot)."""
+        self.locked_total -= len(ns.queue.locked)
+        ns.items = {}
+        ns.queue = QueueIndex()
+        ns.ordered = True
+
+    def drop_node(self, node_id: str) -> NodeState | None:
+        ns = self.nodes.pop(node_id, None)
+        if ns is not None:
+            self.locked_total -= len(ns.queue.locked)
+        return ns
+
+    def recount(self) -> None:
+        """Re-derive the store-wide counters and indexes after whole nodes came back."""
+        self.locked_total = sum(len(ns.queue.locked) for ns in self.nodes.values())
+        for ns in self.nodes.values():
+            if ns.queue.delayed:
+                self.delayed_nodes.add(ns.node.node_id)
+            for item_id in ns.queue.locked:
+                self.push_deadline(ns.items[item_id])
+
+    # --- deadlines ---------------------------------------------------------------------
+
+    def push_deadline(self, item: Item) -> None:
+        assert item.lock_expires_at is not None
+        heap = self.lock_heap
+        heapq.heappush(heap, (item.lock_expires_at, item.seq, item.node, item.item_id))
+        if len(heap) > 2 * self.locked_total + _HEAP_SLACK:
+            live = {e for e in heap if self._lock_entry_item(e) is not None}
+            self.lock_heap = sorted(live)
+
+    def _lock_entry_item(self, entry: LockEntry) -> Item | None:
+        """The item a deadline entry names, if the entry is still true."""
+        at, seq, node_id, item_id = entry
+        ns = self.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if item is None or item.seq != seq or item.locked_by is None or item.lock_expires_at != at:
+            return None
+        return item
+
+    def expired(self, now: datetime, limit: int) -> list[Item]:
+        """Locked items with a deadline <= now, earliest first (then seq)."""
+        heap = self.lock_heap
+        found: list[Item] = []
+        kept: list[LockEntry] = []
+        last: LockEntry | None = None
+        while heap and len(found) < limit and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if entry == last:
+                continue
+            item = self._lock_entry_item(entry)
+            if item is None:
+                continue
+            last = entry
+            kept.append(entry)
+            found.append(item)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def next_lock_deadline(self) -> datetime | None:
+        heap = self.lock_heap
+        while heap and self._lock_entry_item(heap[0]) is None:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    # --- retry delays --------------------------------------------------------------------
+
+    def _delayed_entry_live(self, ns: NodeState, entry: tuple[datetime, int, str]) -> bool:
+        at, seq, item_id = entry
+        item = ns.items.get(item_id)
+        return (
+            item is not None
+            and item.seq == seq
+            and item.locked_by is None
+            and item.available_at == at
+            and seq not in ns.queue.ready
+        )
+
+    def _rebuild_delayed(self, ns: NodeState) -> None:
+        q = ns.queue
+        q.delayed = sorted({e for e in q.delayed if self._delayed_entry_live(ns, e)})
+        q.delayed_live = len(q.delayed)
+
+    def promote_due(self, ns: NodeState, now: datetime) -> None:
+        """Move delayed items whose time has come into the ready queue."""
+        q = ns.queue
+        heap = q.delayed
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if self._delayed_entry_live(ns, entry):
+                q.delayed_live -= 1
+                q.ready.add(entry[1], entry[2])
+        if not heap:
+            self.delayed_nodes.discard(ns.node.node_id)
+
+    def next_retry(self, now: datetime) -> datetime | None:
+        """The earliest ``available_at`` still in the future, over all nodes."""
+        best: datetime | None = None
+        for node_id in list(self.delayed_nodes):
+            ns = self.nodes.get(node_id)
+            if ns is None:
+                self.delayed_nodes.discard(node_id)
+                continue
+            self.promote_due(ns, now)
+            heap = ns.queue.delayed
+            while heap and not self._delayed_entry_live(ns, heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                self.delayed_nodes.discard(node_id)
+            elif best is None or heap[0][0] < best:
+                best = heap[0][0]
+        return best
+
+    # --- reads -------------------------------------------------------------------------
+
+    def ready_items(self, ns: NodeState, now: datetime, limit: int) -> list[Item]:
+        if ns.queue.delayed:
+            self.promote_due(ns, now)
+        items = ns.items
+        found = [items[i] for i in ns.queue.ready.first(limit)]
+        for i in found:
+            if i.available_at is not None and i.available_at > now:
+                # Promoted at a later clock reading: the clock went back since.
+                return [i for i in found if i.available_at is None or i.available_at <= now]
+        return found
+
+    def locked_items(self, ns: NodeState) -> list[Item]:
+        found = [ns.items[i] for i in ns.queue.locked]
+        found.sort(key=lambda i: i.seq)
+        return found
+
+    def all_subscriptions(self) -> Iterator[tuple[int, Subscription]]:
+        for ns in self.nodes.values():
+            ids = ns.sub_ids
+            for sub in ns.subs.values():
+                yield ids[sub.subid], sub

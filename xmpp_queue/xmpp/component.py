@@ -1,0 +1,400 @@
+"""QueueComponent: the XEP-0114 component that serves pubsub and queues.
+
+It owns the wiring only: slixmpp plugins (disco, forms, pubsub stanzas, RSM,
+SHIM, ad-hoc commands for the admin helper), the request table
+(``handlers.RequestRouter``), disco from the core, worker presence, the deadline
+timer, and the connection lifecycle:
+
+- ``run()`` connects and keeps the component connected: a dropped connection
+  (server restart) is retried with exponential back-off, 0.5 s doubling to 30 s,
+  keeping every piece of state; a handshake the server refuses (wrong secret,
+  unknown component name) is logged once and raised as :class:`HandshakeRejected`,
+  without retrying, because retrying cannot fix configuration.
+- ``stop()`` closes the stream and makes ``run()`` return.
+
+Every outgoing answer goes through :meth:`send_outcome`: the reply first, then
+the notifications in order (DESIGN: commit first, then send effects; the core
+hands effects out only after commit). Writes are coalesced per event-loop tick
+(``transport.CoalescingTransport``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slixmpp import ComponentXMPP, Iq, Message, Presence
+from slixmpp.xmlstream import StanzaBase
+from slixmpp.xmlstream.handler import CoroutineCallback
+from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
+from slixmpp.xmlstream.matcher.base import MatcherBase
+
+from xmpp_queue.core.effects import Effect, Outcome, UnlockNotice
+from xmpp_queue.core.service import PubSubService
+from xmpp_queue.xmpp import render, stanzas
+from xmpp_queue.xmpp.disco import DiscoProvider
+from xmpp_queue.xmpp.handlers import RequestRouter
+from xmpp_queue.xmpp.presence import PresenceTracker
+from xmpp_queue.xmpp.scheduler import DeadlineScheduler
+from xmpp_queue.xmpp.transport import CoalescingTransport
+
+log = logging.getLogger("xmpp_queue.xmpp.component")
+
+# Children that make a get/set IQ ours alone (see QueueComponent._spawn_event).
+_PUBSUB_CHILDREN = frozenset(
+    {
+        "{http://jabber.org/protocol/pubsub}pubsub",
+        "{http://jabber.org/protocol/pubsub#owner}pubsub",
+    }
+)
+
+COMMANDS = "http://jabber.org/protocol/commands"
+INITIAL_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+PLUGINS = (
+    "xep_0030",  # service discovery
+    "xep_0004",  # data forms
+    "xep_0059",  # result set management
+    "xep_0060",  # pubsub stanza classes (its client-side handlers stay idle)
+    "xep_0131",  # SHIM headers (SubID, dead-letter origin)
+    "xep_0050",  # ad-hoc commands: the admin helper adds its commands here
+)
+# Stream errors after which reconnecting cannot help (XEP-0114 §3, RFC 6120 §4.9.3).
+REJECTING_CONDITIONS = frozenset(
+    {"not-authorized", "host-unknown", "invalid-namespace", "improper-addressing"}
+)
+
+
+class HandshakeRejected(Exception):
+    """The server refused the component (wrong secret or unknown component name)."""
+
+
+class ServiceIq(Iq):
+    """RFC 6120 §8.4: an IQ get/set nobody handles is service-unavailable.
+
+    slixmpp's own ``Iq.unhandled`` answers feature-not-implemented; registered as
+    the component's root IQ class so this applies only to this stream.
+    """
+
+    def unhandled(self) -> None:
+        if self["type"] in ("get", "set"):
+            reply = self.reply()
+            reply["error"]["type"] = "cancel"
+            reply["error"]["condition"] = "service-unavailable"
+            reply.send()
+
+
+def _stanza_error(stanza: StanzaBase) -> tuple[str, str]:
+    """(type, condition) of a received error stanza.
+
+    Read from the XML: in a component stream the ``<error/>`` child is in the
+    component namespace, where slixmpp's ``stanza['error']`` (jabber:client) does
+    not find it and would report its default type, cancel.
+    """
+    for child in stanza.xml:
+        if child.tag.rsplit("}", 1)[-1] == "error":
+            conditions = (
+                c.tag.rsplit("}", 1)[-1]
+                for c in child
+                if c.tag.startswith(f"{{{stanzas.STANZAS}}}") and not c.tag.endswith("}text")
+            )
+            return child.get("type", ""), next(conditions, "")
+    return "", ""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An outcome on its way out: the reply, the notices, which nodes are queues."""
+
+    reply: StanzaBase | str | None
+    effects: tuple[Effect, ...]
+    queues: frozenset[str] = frozenset()
+
+
+class _SessionEnd(enum.Enum):
+    STOPPED = "stopped"
+    LOST = "lost"  # was connected, connection dropped
+    FAILED = "failed"  # could not connect (refused, reset before handshake, conflict)
+    REJECTED = "rejected"  # handshake refused
+
+
+class QueueComponent(ComponentXMPP):
+    def __init__(
+        self,
+        jid: str,
+        secret: str,
+        server_host: str,
+        server_port: int,
+        service: PubSubService,
+        *,
+        name: str = "xmpp-queue",
+    ) -> None:
+        super().__init__(jid, secret, server_host, server_port)
+        self.enable_direct_tls = False  # XEP-0114 is a plain TCP stream
+        self.service = service
+        self.remove_stanza(Iq)
+        self.register_stanza(ServiceIq)
+        for plugin in PLUGINS:
+            self.register_plugin(plugin)
+        stanzas.register()
+
+        self.requests = RequestRouter(service, self.send_outcome)
+        self._iq_tag = f"{{{self.default_ns}}}iq"
+        self._request_tasks: set[asyncio.Task[None]] = set()
+        self.disco_provider = DiscoProvider(self, service, name)
+        self.disco_provider.register()
+        self.workers = PresenceTracker(self._release)
+        self.deadlines = DeadlineScheduler(service, self._send_effects, service.clock)
+
+        ns = self.default_ns
+        for label, path in (("pubsub", "iq/pubsub"), ("pubsub owner", "iq/pubsub_owner")):
+            self._handle(label, StanzaPath(path), self.requests.handle)
+        self._handle(
+            "pubsub authorization",
+            MatchXPath(f"{{{ns}}}message/{{{stanzas.DATA_FORMS}}}x"),
+            self.requests.handle_authorization,
+        )
+        self._handle("bounces", StanzaPath("message@type=error"), self._on_bounce)
+        self._handle("worker presence", MatchXPath(f"{{{ns}}}presence"), self._on_presence)
+        self.add_event_handler("session_bind", self._relist_commands)
+        self.add_event_handler("session_start", self._on_session_start)
+        self.add_event_handler("stream_error", self._on_stream_error)
+        self.add_event_handler("connection_failed", self._on_connection_failed)
+        self.add_event_handler("disconnected", self._on_disconnected)
+
+        self._session_end: asyncio.Future[_SessionEnd] | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._handshake_sent = False
+        self._connected = False
+        self._stream_error: str | None = None
+        self._deadlines_started = False
+
+    def _spawn_event(self, xml: Any) -> None:
+        """Pubsub IQs (the per-item traffic) go straight to the request router.
+
+        slixmpp matches every incoming stanza against every handler its plugins
+        registered; for the publish/retract stream that matching was the largest
+        CPU cost per item. A get or set IQ whose child is a pubsub element has one
+        handler, ours, so it is built and handed over directly; every other stanza
+        takes slixmpp's usual path. (Overrides slixmpp's ``_spawn_event``, as the
+        client library does; slixmpp is pinned to >= 1.17 in setup.cfg.)
+        """
+        xml = self.incoming_filter(xml)
+        if (
+            xml.tag == self._iq_tag
+            and xml.get("type") in ("get", "set")
+            and len(xml) == 1
+            and xml[0].tag in _PUBSUB_CHILDREN
+        ):
+            task = self.loop.create_task(self.requests.handle(self._build_stanza(xml)))
+            self._request_tasks.add(task)
+            task.add_done_callback(self._request_tasks.discard)
+            return
+        super()._spawn_event(xml)
+
+    def _handle(
+        self, name: str, matcher: MatcherBase, handler: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        self.register_handler(CoroutineCallback(name, matcher, handler))
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect and stay connected until :meth:`stop`; see the module docstring."""
+        self._stop_requested = asyncio.Event()
+        delay = INITIAL_BACKOFF
+        while not self._stop_requested.is_set():
+            end = await self._connect_once()
+            if self._stop_requested.is_set() or end is _SessionEnd.STOPPED:
+                break
+            if end is _SessionEnd.REJECTED:
+                condition = self._stream_error or "stream closed"
+                log.error(
+                    "event=handshake_rejected jid=%s server=%s:%s condition=%s "
+                    "hint='check the component secret and name in the server config'",
+                    self.boundjid.bare,
+                    self.server_host,
+                    self.server_port,
+                    condition,
+                )
+                raise HandshakeRejected(
+                    f"{self.server_host}:{self.server_port} rejected component "
+                    f"{self.boundjid.bare} ({condition}); check its secret and name"
+                )
+            if end is _SessionEnd.LOST:
+                delay = INITIAL_BACKOFF
+            log.warning(
+                "event=reconnect_scheduled jid=%s reason=%s in=%.1fs",
+                self.boundjid.bare,
+                end.value,
+                delay,
+            )
+            try:
+                await asyncio.wait_for(self._stop_requested.wait(), delay)
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, MAX_BACKOFF)
+        log.info("event=component_stopped jid=%s", self.boundjid.bare)
+
+    async def _connect_once(self) -> _SessionEnd:
+        self._session_end = asyncio.get_running_loop().create_future()
+        self._handshake_sent = self._connected = False
+        self._stream_error = None
+        self.connect(self.server_host, self.server_port)
+        return await self._session_end
+
+    async def stop(self) -> None:
+        """Stop the timer, close the stream, and let :meth:`run` return.
+
+        The service is not stopped here: whoever built it (``app``) stops it."""
+        if self._stop_requested is not None:
+            self._stop_requested.set()
+        await self.deadlines.stop()
+        self.cancel_connection_attempt()
+        if self.transport is not None:
+            await self.disconnect(wait=2.0, reason="stopping")
+        self._end_session(_SessionEnd.STOPPED)
+
+    def _end_session(self, end: _SessionEnd) -> None:
+        if self._session_end is not None and not self._session_end.done():
+            self._session_end.set_result(end)
+
+    def connection_made(self, transport: Any, send_event: bool = True) -> None:
+        super().connection_made(transport, send_event)
+        if self.transport is not None and not isinstance(self.transport, CoalescingTransport):
+            self.transport = CoalescingTransport(self.transport, self.loop)  # type: ignore[assignment]
+
+    def start_stream_handler(self, xml: Any) -> None:
+        super().start_stream_handler(xml)
+        self._handshake_sent = True
+
+    def _relist_commands(self, _: Any) -> None:
+        """slixmpp's xep_0050 empties the disco list of ad-hoc commands at every
+        session_bind (every reconnect) while keeping the commands themselves; list
+        the registered commands again so admins can discover them."""
+        disco = self.plugin["xep_0030"]
+        for (jid, node), (name, *_rest) in self.plugin["xep_0050"].commands.items():
+            disco.add_item(jid=jid, name=name, node=COMMANDS, subnode=node, ijid=jid)
+
+    async def _on_session_start(self, _: Any) -> None:
+        self._connected = True
+        log.info(
+            "event=connected jid=%s server=%s:%s",
+            self.boundjid.bare,
+            self.server_host,
+            self.server_port,
+        )
+        if not self._deadlines_started:
+            self._deadlines_started = True
+            await self.deadlines.start()
+
+    def _on_stream_error(self, error: Any) -> None:
+        self._stream_error = error["condition"] or "undefined-condition"
+        log.warning("event=stream_error condition=%s text=%r", self._stream_error, error["text"])
+
+    def _on_connection_failed(self, reason: Any) -> None:
+        # slixmpp would retry on its own schedule; run() owns the back-off.
+        self.cancel_connection_attempt()
+        log.warning(
+            "event=connect_failed server=%s:%s reason=%s",
+            self.server_host,
+            self.server_port,
+            reason,
+        )
+        self._end_session(_SessionEnd.FAILED)
+
+    def _on_disconnected(self, reason: Any) -> None:
+        if self._stop_requested is not None and self._stop_requested.is_set():
+            end = _SessionEnd.STOPPED
+        elif self._connected:
+            end = _SessionEnd.LOST
+            log.warning("event=connection_lost jid=%s reason=%s", self.boundjid.bare, reason)
+        elif self._stream_error in REJECTING_CONDITIONS or (
+            self._handshake_sent and self._stream_error is None
+        ):
+            end = _SessionEnd.REJECTED
+        else:
+            end = _SessionEnd.FAILED
+        self._end_session(end)
+
+    # --- sending -----------------------------------------------------------------------
+
+    async def send_outcome(
+        self, reply: StanzaBase | str | None, effects: Outcome[Any] | Sequence[Effect] = ()
+    ) -> None:
+        """Send *reply* (if any), then one message per effect, in order.
+
+        Synchronous on purpose: outcomes leave in the order they reach this method
+        (the order the core committed them), and a burst written within one loop
+        tick leaves as one socket write (``transport``). Whether a notice belongs
+        to a queue node (normal message, not headline) is carried by the effect.
+        A failure to render is logged; it cannot undo a committed change.
+        """
+        if isinstance(effects, Outcome):
+            effects = effects.effects
+        effects = tuple(effects)
+        queues = frozenset(
+            e.node for e in effects if isinstance(e, UnlockNotice) or getattr(e, "queue", False)
+        )
+        self._send_now(_Pending(reply, effects, queues))
+
+    def _send_now(self, pending: _Pending) -> None:
+        try:
+            if isinstance(pending.reply, str):
+                self.send(pending.reply)  # the per-item answers come as text
+            elif pending.reply is not None:
+                pending.reply.send()
+            sender = self.boundjid.full
+            for effect in pending.effects:
+                msg_id = render.NOTIFICATION_ID_PREFIX + self.new_id()
+                text = render.queue_notice_text(effect, sender, msg_id)
+                if text is not None:
+                    self.send(text)  # through the send queue: order kept
+                else:
+                    queue = effect.node in pending.queues
+                    render.notification(self, effect, sender, msg_id, queue).send()
+        except Exception:
+            log.exception("event=send_failed effects=%d", len(pending.effects))
+
+    async def _send_effects(self, effects: tuple[Effect, ...]) -> None:
+        await self.send_outcome(None, effects)
+
+    # --- workers coming and going -------------------------------------------------------
+
+    async def _release(self, jid: str, reason: str) -> None:
+        try:
+            outcome = await self.service.release_subscriber(jid, reason)
+        except Exception:
+            log.exception("event=release_failed jid=%s reason=%s", jid, reason)
+            return
+        await self.send_outcome(None, outcome.effects)
+
+    async def _on_presence(self, pres: Presence) -> None:
+        kind = pres.xml.get("type")
+        sender = pres["from"].full
+        if not sender:
+            return
+        if kind is None:
+            if self.workers.available(sender):
+                self.make_presence(pto=sender, pfrom=pres["to"].full or self.boundjid.full).send()
+        elif kind == "unavailable":
+            await self.workers.gone(sender, "unavailable")
+
+    async def _on_bounce(self, msg: Message) -> None:
+        """XEP-0060 §13.4: a notification came back as an error."""
+        if not msg["id"].startswith(render.NOTIFICATION_ID_PREFIX):
+            return
+        etype, condition = _stanza_error(msg)
+        if etype == "cancel" or condition == "gone":
+            await self.workers.gone(msg["from"].full, "bounce")
+        else:
+            log.info(
+                "event=notification_bounced jid=%s type=%s condition=%s action=none",
+                msg["from"],
+                etype,
+                condition,
+            )

@@ -1,0 +1,427 @@
+"""The request table: (iq type, namespace, element) -> one short handler.
+
+Like wokkel's ``_requestVerbMap`` and Prosody's ``handlers[type.."_"..name]``:
+every handler parses its request (``requests``), calls ONE service method and
+renders the result (``render``); if a handler grows past a few lines, logic is
+leaking out of the core. The table also says which disco features each entry
+implements, so ``disco`` advertises exactly what is routed here.
+
+XEP-0254's examples send retract and unlock as ``type='get'``; both types are
+accepted for them (DESIGN). A known element with the wrong IQ type is
+bad-request; an element the service does not know is feature-not-implemented.
+"""
+
+from __future__ import annotations
+
+import logging
+import xml.etree.ElementTree as ET
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from slixmpp import Iq, Message
+
+from xmpp_queue.core.effects import Effect
+from xmpp_queue.core.errors import BadRequest, PubSubError
+from xmpp_queue.core.model import Actor, SubscriptionState
+from xmpp_queue.core.node_config import parse_subscribe_options
+from xmpp_queue.core.service import PubSubService
+from xmpp_queue.xmpp import errors, forms, render
+from xmpp_queue.xmpp import requests as rq
+from xmpp_queue.xmpp.stanzas import (
+    PUBSUB,
+    PUBSUB_OWNER,
+    QUEUE_EXT,
+    QUEUEING,
+    RSM,
+    pubsub_feature,
+)
+
+log = logging.getLogger("xmpp_queue.xmpp.handlers")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a handler produced: the IQ reply, then the notifications to send.
+
+    The per-item answers (publish, retract, unlock) come as text, like the queue
+    notices (``render.queue_notice_text``): they are sent for every work item.
+    """
+
+    reply: Iq | str
+    effects: tuple[Effect, ...] = ()
+
+
+Handler = Callable[[PubSubService, Iq, Actor, ET.Element, ET.Element], Awaitable[Answer]]
+
+
+# --- owner (§8) ----------------------------------------------------------------------
+
+
+async def on_create(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_create(ps, el)
+    out = await svc.create_node(actor, req.node, req.config)
+    return Answer(render.create_result(iq, out.value, instant=req.node is None), out.effects)
+
+
+async def on_configure_get(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_node(ps, el)
+    config = await svc.get_config(actor, req.node)
+    form = forms.node_config_form(config)
+    return Answer(render.form_result(iq, PUBSUB_OWNER, "configure", form, node=req.node))
+
+
+async def on_configure_set(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_configure_set(ps, el)
+    if req.cancel:  # §8.2.6: the owner cancelled; nothing changes
+        return Answer(render.empty_result(iq))
+    out = await svc.configure_node(actor, req.node, req.values)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_default_config(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    form = forms.node_config_form(svc.default_config())
+    return Answer(render.form_result(iq, PUBSUB_OWNER, "default", form))
+
+
+async def on_delete(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_delete(ps, el)
+    out = await svc.delete_node(actor, req.node, req.redirect)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_purge(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    out = await svc.purge_node(actor, rq.parse_node(ps, el).node)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_node_subscriptions_get(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    node = rq.parse_node(ps, el).node
+    subs = await svc.get_node_subscriptions(actor, node)
+    return Answer(render.node_subscriptions_result(iq, node, subs))
+
+
+async def on_node_subscriptions_set(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_node_subscriptions_set(ps, el)
+    out = await svc.set_node_subscriptions(actor, req.node, req.changes)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_node_affiliations_get(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    node = rq.parse_node(ps, el).node
+    entries = await svc.get_node_affiliations(actor, node)
+    return Answer(render.node_affiliations_result(iq, node, entries))
+
+
+async def on_node_affiliations_set(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_node_affiliations_set(ps, el)
+    out = await svc.set_node_affiliations(actor, req.node, req.changes)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+# --- publisher (§7) -----------------------------------------------------------------
+
+
+async def on_publish(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_publish(ps, el)
+    out = await svc.publish(
+        actor, req.node, req.item_id, req.payload_xml, req.payload_size, req.publish_options
+    )
+    return Answer(render.publish_result_text(iq, req.node, out.value), out.effects)
+
+
+async def on_retract(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_retract(ps, el)
+    out = await svc.retract(actor, req.node, req.item_id, req.notify)
+    return Answer(render.empty_result_text(iq), out.effects)
+
+
+# --- subscriber (§6) ----------------------------------------------------------------
+
+
+async def on_subscribe(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_subscribe(ps, el)
+    out = await svc.subscribe(actor, req.node, req.jid, req.options)
+    sub = out.value
+    # XEP-0254 §2.1 (and §6.3.7 subscribe-and-configure): echo the options in force.
+    echo = req.options is not None or sub.queue_requests is not None
+    options = parse_subscribe_options(sub.options) if echo else None
+    return Answer(render.subscription_result(iq, sub, options), out.effects)
+
+
+async def on_unsubscribe(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_subscription(ps, el)
+    out = await svc.unsubscribe(actor, req.node, req.jid, req.subid)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_options_get(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_subscription(ps, el)
+    sub, options = await svc.get_subscription_options(actor, req.node, req.jid, req.subid)
+    form = forms.subscribe_options_form(options, queue=sub.queue_requests is not None)
+    reply = render.form_result(
+        iq, PUBSUB, "options", form, node=req.node, jid=req.jid, subid=sub.subid
+    )
+    return Answer(reply)
+
+
+async def on_options_set(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_options_set(ps, el)
+    out = await svc.set_subscription_options(actor, req.node, req.jid, req.subid, req.values)
+    return Answer(render.empty_result(iq), out.effects)
+
+
+async def on_default_options(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_default_options(ps, el)
+    queue = req.node is not None and (await svc.get_node(actor, req.node)).config.queue
+    form = forms.subscribe_options_form(svc.default_subscribe_options(queue), queue)
+    return Answer(render.form_result(iq, PUBSUB, "default", form, node=req.node))
+
+
+async def on_items(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_items(ps, el)
+    page = await svc.get_items(actor, req.node, req.item_ids, req.max_items, req.page, req.subid)
+    return Answer(render.items_result(iq, req.node, page))
+
+
+async def on_subscriptions(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    node = rq.parse_optional_node(ps, el).node
+    subs = await svc.own_subscriptions(actor, node)
+    return Answer(render.subscriptions_result(iq, subs, node))
+
+
+async def on_affiliations(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    node = rq.parse_optional_node(ps, el).node
+    entries = await svc.own_affiliations(actor, node)
+    return Answer(render.affiliations_result(iq, entries, node))
+
+
+# --- queue (XEP-0254 and our extension) -----------------------------------------------
+
+
+async def on_unlock(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_lock(ps, el)
+    out = await svc.unlock(actor, req.node, req.item_id)
+    return Answer(render.empty_result_text(iq), out.effects)
+
+
+async def on_extend(
+    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_lock(ps, el)
+    out = await svc.extend_lock(actor, req.node, req.item_id, req.seconds)
+    return Answer(render.extend_result(iq, req.node, req.item_id, out.value), out.effects)
+
+
+# --- the table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One table entry: the handler, the disco features it implements, and whether it
+    may change what kind of node (queue or not) a node is."""
+
+    handler: Handler
+    features: tuple[str, ...] = ()
+    changes_node: bool = False
+
+
+def _pubsub(*names: str) -> tuple[str, ...]:
+    return tuple(pubsub_feature(n) for n in names)
+
+
+_RETRACT = Route(on_retract, _pubsub("delete-items", "retract-items"))
+_UNLOCK = Route(on_unlock, (QUEUEING,))
+_OPTIONS = _pubsub("subscription-options")
+
+ROUTES: dict[tuple[str, str, str], Route] = {
+    # owner use cases (§8); create-and-configure sends <configure/> in the pubsub ns
+    ("set", PUBSUB, "create"): Route(
+        on_create, _pubsub("create-nodes", "instant-nodes", "create-and-configure"), True
+    ),
+    ("get", PUBSUB_OWNER, "configure"): Route(on_configure_get, _pubsub("config-node")),
+    ("set", PUBSUB_OWNER, "configure"): Route(on_configure_set, _pubsub("config-node"), True),
+    ("get", PUBSUB_OWNER, "default"): Route(on_default_config, _pubsub("retrieve-default")),
+    ("set", PUBSUB_OWNER, "delete"): Route(on_delete, _pubsub("delete-nodes"), True),
+    ("set", PUBSUB_OWNER, "purge"): Route(on_purge, _pubsub("purge-nodes")),
+    ("get", PUBSUB_OWNER, "subscriptions"): Route(
+        on_node_subscriptions_get, _pubsub("manage-subscriptions")
+    ),
+    ("set", PUBSUB_OWNER, "subscriptions"): Route(
+        on_node_subscriptions_set, _pubsub("manage-subscriptions")
+    ),
+    ("get", PUBSUB_OWNER, "affiliations"): Route(
+        on_node_affiliations_get, _pubsub("modify-affiliations")
+    ),
+    ("set", PUBSUB_OWNER, "affiliations"): Route(
+        on_node_affiliations_set, _pubsub("modify-affiliations")
+    ),
+    # publisher (§7)
+    ("set", PUBSUB, "publish"): Route(
+        on_publish, _pubsub("publish", "publish-options", "item-ids")
+    ),
+    ("set", PUBSUB, "retract"): _RETRACT,
+    ("get", PUBSUB, "retract"): _RETRACT,
+    # subscriber (§6)
+    ("set", PUBSUB, "subscribe"): Route(on_subscribe, _pubsub("subscribe")),
+    ("set", PUBSUB, "unsubscribe"): Route(on_unsubscribe, _pubsub("subscribe")),
+    ("get", PUBSUB, "options"): Route(on_options_get, _OPTIONS),
+    ("set", PUBSUB, "options"): Route(on_options_set, _OPTIONS),
+    ("get", PUBSUB, "default"): Route(on_default_options, _pubsub("retrieve-default-sub")),
+    ("get", PUBSUB, "items"): Route(
+        on_items, (*_pubsub("retrieve-items", "persistent-items", "rsm"), RSM)
+    ),
+    ("get", PUBSUB, "subscriptions"): Route(on_subscriptions, _pubsub("retrieve-subscriptions")),
+    ("get", PUBSUB, "affiliations"): Route(on_affiliations, _pubsub("retrieve-affiliations")),
+    # queue: XEP-0254 unlock (both IQ types, as its examples) and our lock extension
+    ("set", QUEUEING, "unlock"): _UNLOCK,
+    ("get", QUEUEING, "unlock"): _UNLOCK,
+    ("set", QUEUE_EXT, "extend"): Route(on_extend, (QUEUE_EXT,)),
+}
+
+# Elements that qualify the request beside it rather than being the request.
+MODIFIERS = frozenset(
+    {(PUBSUB, "configure"), (PUBSUB, "options"), (PUBSUB, "publish-options"), (RSM, "set")}
+)
+_CONTAINERS = (f"{{{PUBSUB}}}pubsub", f"{{{PUBSUB_OWNER}}}pubsub")
+
+
+def split_tag(tag: str) -> tuple[str, str]:
+    if tag.startswith("{"):
+        ns, _, name = tag[1:].partition("}")
+        return ns, name
+    return "", tag
+
+
+def locate(iq: Iq) -> tuple[ET.Element, ET.Element, tuple[str, str, str]]:
+    """The ``<pubsub/>`` container, the request element inside it, and its table key."""
+    container = next((c for c in iq.xml if c.tag in _CONTAINERS), None)
+    if container is None:
+        raise BadRequest("no pubsub request")
+    children = list(container)
+    primary = [c for c in children if split_tag(c.tag) not in MODIFIERS] or children
+    if not primary:
+        raise BadRequest("empty pubsub request")
+    ns, name = split_tag(primary[0].tag)
+    return container, primary[0], (iq["type"], ns, name)
+
+
+def route_for(key: tuple[str, str, str]) -> Route:
+    route = ROUTES.get(key)
+    if route is not None:
+        return route
+    iq_type, ns, name = key
+    if any(k[1:] == (ns, name) for k in ROUTES):
+        raise BadRequest(f"<{name}/> is not a request of type {iq_type}")
+    raise errors.UnknownRequest(f"unknown request <{name} xmlns='{ns}'/>")
+
+
+SendAnswer = Callable[[Iq | str | None, tuple[Effect, ...]], Awaitable[None]]
+"""Sends a reply (if any) and then the effects, in order: the component's send_outcome."""
+
+
+class RequestRouter:
+    """Runs one pubsub IQ through the table and hands the answer to the component.
+
+    Refusals and failures are answered here through ``errors`` (never by slixmpp's
+    default handler), so nothing a client sends can produce an unmapped reply.
+    """
+
+    def __init__(
+        self,
+        service: PubSubService,
+        send_answer: SendAnswer,
+        node_changed: Callable[[str], None] = lambda node: None,
+    ) -> None:
+        self.service = service
+        self.send_answer = send_answer
+        self.node_changed = node_changed
+
+    async def handle(self, iq: Iq) -> None:
+        if iq["type"] not in ("get", "set"):
+            return  # results and errors addressed to us need no answer
+        verb = ""
+        try:
+            container, element, key = locate(iq)
+            verb = key[2]
+            route = route_for(key)
+            answer = await route.handler(
+                self.service, iq, Actor(iq["from"].full), container, element
+            )
+        except Exception as exc:  # every failure gets a mapped reply
+            await self.send_answer(errors.reply_for_exception(iq, exc, verb), ())
+            return
+        if route.changes_node and element.get("node"):
+            self.node_changed(element.get("node", ""))
+        await self.send_answer(answer.reply, answer.effects)
+
+    async def handle_authorization(self, msg: Message) -> None:
+        """XEP-0060 §8.6: an owner's answer to a subscription authorization form."""
+        x = forms.find_form(msg.xml)
+        if x is None:
+            return
+        form = forms.read_form(x)
+        if form.form_type != forms.SUBSCRIBE_AUTHORIZATION_FORM or form.type != "submit":
+            return
+        values = {k: (v[0] if v else "") for k, v in form.values.items()}
+        allow = values.get("pubsub#allow", "").lower() in ("1", "true")
+        state = SubscriptionState.SUBSCRIBED if allow else SubscriptionState.NONE
+        try:
+            jid = rq.normalise_jid(values.get("pubsub#subscriber_jid", ""))
+            change = (jid, state, values.get("pubsub#subid") or None)
+            out = await self.service.set_node_subscriptions(
+                Actor(msg["from"].full), values.get("pubsub#node", ""), [change]
+            )
+        except PubSubError as exc:
+            log.info(
+                "event=authorization_refused from=%s error=%s text=%r",
+                msg["from"],
+                type(exc).__name__,
+                str(exc),
+            )
+            return
+        except Exception:
+            log.exception("event=authorization_failed from=%s", msg["from"])
+            return
+        await self.send_answer(None, out.effects)
