@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import uuid
@@ -90,6 +91,7 @@ async def run_service(settings: Settings) -> int:
             settings.database.url,
             send_effects=lambda effects: component.send_outcome(None, effects),
         )
+        _freeze_startup_heap()
         log.info(
             "event=starting component=%s server=%s database=%s admins=%d",
             comp.jid,
@@ -108,6 +110,22 @@ async def run_service(settings: Settings) -> int:
             log.exception("event=service_stop_failed component=%s", comp.jid)
         await store.close()
         log.info("event=stopped component=%s", comp.jid)
+
+
+def _freeze_startup_heap() -> None:
+    """Keep the start-up heap out of the cyclic garbage collector's full passes.
+
+    After start-up the process holds ~90,000 long-lived objects (the imported
+    libraries, the loaded state) that will never be cyclic garbage. CPython's
+    full collection walks all of them: about 60 ms on the benchmark machine,
+    stalling every stanza in flight, and it was the whole of the p99 tail at 500
+    items/s (60-100 ms; 25 ms with the collector off). ``gc.freeze`` moves them
+    to the permanent generation, so a full pass walks only what was made since.
+    Frozen objects are still freed by reference counting when dropped.
+    """
+    gc.collect()
+    gc.freeze()
+    log.debug("event=heap_frozen objects=%d", gc.get_freeze_count())
 
 
 async def _serve(

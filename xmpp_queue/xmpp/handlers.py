@@ -17,6 +17,7 @@ import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from slixmpp import Iq, Message
 
@@ -51,7 +52,23 @@ class Answer:
     effects: tuple[Effect, ...] = ()
 
 
+class RawIq:
+    """A request IQ as the stream parser produced it: read with ``get`` and ``find``.
+
+    The per-item requests (publish, retract, unlock) are answered from the element
+    alone. Building slixmpp's ``Iq`` object for them (plugin objects, language
+    lookups, dictionary-style field access) cost more CPU than handling the request,
+    so their routes take this instead; every other route gets the real stanza.
+    """
+
+    __slots__ = ("xml",)
+
+    def __init__(self, xml: ET.Element) -> None:
+        self.xml = xml
+
+
 Handler = Callable[[PubSubService, Iq, Actor, ET.Element, ET.Element], Awaitable[Answer]]
+RawHandler = Callable[[PubSubService, RawIq, Actor, ET.Element, ET.Element], Awaitable[Answer]]
 
 
 # --- owner (§8) ----------------------------------------------------------------------
@@ -142,7 +159,7 @@ async def on_node_affiliations_set(
 
 
 async def on_publish(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_publish(ps, el)
     out = await svc.publish(
@@ -152,7 +169,7 @@ async def on_publish(
 
 
 async def on_retract(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_retract(ps, el)
     out = await svc.retract(actor, req.node, req.item_id, req.notify)
@@ -239,7 +256,7 @@ async def on_affiliations(
 
 
 async def on_unlock(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_lock(ps, el)
     out = await svc.unlock(actor, req.node, req.item_id)
@@ -259,31 +276,31 @@ async def on_extend(
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One table entry: the handler, the disco features it implements, and whether it
-    may change what kind of node (queue or not) a node is."""
+    """One table entry: the handler, the disco features it implements, and whether
+    the handler takes the bare element (:class:`RawIq`) rather than slixmpp's stanza."""
 
-    handler: Handler
+    handler: Handler | RawHandler
     features: tuple[str, ...] = ()
-    changes_node: bool = False
+    raw: bool = False
 
 
 def _pubsub(*names: str) -> tuple[str, ...]:
     return tuple(pubsub_feature(n) for n in names)
 
 
-_RETRACT = Route(on_retract, _pubsub("delete-items", "retract-items"))
-_UNLOCK = Route(on_unlock, (QUEUEING,))
+_RETRACT = Route(on_retract, _pubsub("delete-items", "retract-items"), raw=True)
+_UNLOCK = Route(on_unlock, (QUEUEING,), raw=True)
 _OPTIONS = _pubsub("subscription-options")
 
 ROUTES: dict[tuple[str, str, str], Route] = {
     # owner use cases (§8); create-and-configure sends <configure/> in the pubsub ns
     ("set", PUBSUB, "create"): Route(
-        on_create, _pubsub("create-nodes", "instant-nodes", "create-and-configure"), True
+        on_create, _pubsub("create-nodes", "instant-nodes", "create-and-configure")
     ),
     ("get", PUBSUB_OWNER, "configure"): Route(on_configure_get, _pubsub("config-node")),
-    ("set", PUBSUB_OWNER, "configure"): Route(on_configure_set, _pubsub("config-node"), True),
+    ("set", PUBSUB_OWNER, "configure"): Route(on_configure_set, _pubsub("config-node")),
     ("get", PUBSUB_OWNER, "default"): Route(on_default_config, _pubsub("retrieve-default")),
-    ("set", PUBSUB_OWNER, "delete"): Route(on_delete, _pubsub("delete-nodes"), True),
+    ("set", PUBSUB_OWNER, "delete"): Route(on_delete, _pubsub("delete-nodes")),
     ("set", PUBSUB_OWNER, "purge"): Route(on_purge, _pubsub("purge-nodes")),
     ("get", PUBSUB_OWNER, "subscriptions"): Route(
         on_node_subscriptions_get, _pubsub("manage-subscriptions")
@@ -299,7 +316,7 @@ ROUTES: dict[tuple[str, str, str], Route] = {
     ),
     # publisher (§7)
     ("set", PUBSUB, "publish"): Route(
-        on_publish, _pubsub("publish", "publish-options", "item-ids")
+        on_publish, _pubsub("publish", "publish-options", "item-ids"), raw=True
     ),
     ("set", PUBSUB, "retract"): _RETRACT,
     ("get", PUBSUB, "retract"): _RETRACT,
@@ -334,9 +351,9 @@ def split_tag(tag: str) -> tuple[str, str]:
     return "", tag
 
 
-def locate(iq: Iq) -> tuple[ET.Element, ET.Element, tuple[str, str, str]]:
+def locate(xml: ET.Element) -> tuple[ET.Element, ET.Element, tuple[str, str, str]]:
     """The ``<pubsub/>`` container, the request element inside it, and its table key."""
-    container = next((c for c in iq.xml if c.tag in _CONTAINERS), None)
+    container = next((c for c in xml if c.tag in _CONTAINERS), None)
     if container is None:
         raise BadRequest("no pubsub request")
     children = list(container)
@@ -344,7 +361,7 @@ def locate(iq: Iq) -> tuple[ET.Element, ET.Element, tuple[str, str, str]]:
     if not primary:
         raise BadRequest("empty pubsub request")
     ns, name = split_tag(primary[0].tag)
-    return container, primary[0], (iq["type"], ns, name)
+    return container, primary[0], (xml.get("type", ""), ns, name)
 
 
 def route_for(key: tuple[str, str, str]) -> Route:
@@ -355,6 +372,16 @@ def route_for(key: tuple[str, str, str]) -> Route:
     if any(k[1:] == (ns, name) for k in ROUTES):
         raise BadRequest(f"<{name}/> is not a request of type {iq_type}")
     raise errors.UnknownRequest(f"unknown request <{name} xmlns='{ns}'/>")
+
+
+@lru_cache(maxsize=4096)
+def sender_jid(value: str) -> str:
+    """The requester's full JID, normalised as slixmpp would (``iq["from"].full``).
+
+    Cached: a queue's traffic comes from a few publishers and workers, and JID
+    normalisation (stringprep) is the costliest step of reading a request.
+    """
+    return rq.normalise_jid(value) if value else ""
 
 
 SendAnswer = Callable[[Iq | str | None, tuple[Effect, ...]], Awaitable[None]]
@@ -372,28 +399,39 @@ class RequestRouter:
         self,
         service: PubSubService,
         send_answer: SendAnswer,
-        node_changed: Callable[[str], None] = lambda node: None,
+        stanza_of: Callable[[ET.Element], Iq] = lambda xml: Iq(xml=xml),
     ) -> None:
         self.service = service
         self.send_answer = send_answer
-        self.node_changed = node_changed
+        self.stanza_of = stanza_of  # the component's stanza factory (its own Iq class)
 
     async def handle(self, iq: Iq) -> None:
-        if iq["type"] not in ("get", "set"):
+        """A request slixmpp already built into a stanza (its handler path)."""
+        await self.handle_element(iq.xml, iq)
+
+    async def handle_element(self, xml: ET.Element, iq: Iq | None = None) -> None:
+        """A request straight from the stream parser; the stanza object is built only
+        for routes that use one, and for error replies."""
+        if xml.get("type") not in ("get", "set"):
             return  # results and errors addressed to us need no answer
         verb = ""
         try:
-            container, element, key = locate(iq)
+            container, element, key = locate(xml)
             verb = key[2]
             route = route_for(key)
-            answer = await route.handler(
-                self.service, iq, Actor(iq["from"].full), container, element
-            )
+            actor = Actor(sender_jid(xml.get("from", "")))
+            if route.raw:
+                raw_handler: RawHandler = route.handler  # type: ignore[assignment]
+                answer = await raw_handler(self.service, RawIq(xml), actor, container, element)
+            else:
+                if iq is None:
+                    iq = self.stanza_of(xml)
+                handler: Handler = route.handler  # type: ignore[assignment]
+                answer = await handler(self.service, iq, actor, container, element)
         except Exception as exc:  # every failure gets a mapped reply
-            await self.send_answer(errors.reply_for_exception(iq, exc, verb), ())
+            stanza = iq if iq is not None else self.stanza_of(xml)
+            await self.send_answer(errors.reply_for_exception(stanza, exc, verb), ())
             return
-        if route.changes_node and element.get("node"):
-            self.node_changed(element.get("node", ""))
         await self.send_answer(answer.reply, answer.effects)
 
     async def handle_authorization(self, msg: Message) -> None:

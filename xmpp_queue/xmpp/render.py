@@ -24,7 +24,8 @@ import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Container, Sequence
 from datetime import datetime
-from xml.sax.saxutils import escape, quoteattr
+from typing import Protocol
+from xml.sax.saxutils import escape
 
 from slixmpp import Iq, Message
 from slixmpp.basexmpp import BaseXMPP
@@ -112,19 +113,25 @@ def create_result(iq: Iq, node: str, instant: bool) -> Iq:
     return reply
 
 
-def _result_head(iq: Iq) -> str:
+class RequestXml(Protocol):
+    """A request known by its element: slixmpp's ``Iq`` or the handlers' ``RawIq``."""
+
+    xml: ET.Element
+
+
+def _result_head(iq: RequestXml) -> str:
     return (
         f"<iq type='result' from={_attr(iq.xml.get('to', ''))} "
         f"to={_attr(iq.xml.get('from', ''))} id={_attr(iq.xml.get('id', ''))}"
     )
 
 
-def empty_result_text(iq: Iq) -> str:
+def empty_result_text(iq: RequestXml) -> str:
     """An empty IQ result as text (retract and unlock answers: two per work item)."""
     return _result_head(iq) + "/>"
 
 
-def publish_result_text(iq: Iq, node: str, item_id: str) -> str:
+def publish_result_text(iq: RequestXml, node: str, item_id: str) -> str:
     """:func:`publish_result` as text: the answer every publish gets."""
     return (
         f"{_result_head(iq)}><pubsub xmlns='{PUBSUB}'><publish node={_attr(node)}>"
@@ -343,8 +350,24 @@ def notifications(
 # --- the per-item queue notices, as text -------------------------------------------
 
 
+_ATTR_ESCAPES = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "'": "&apos;",
+        '"': "&quot;",
+        "\n": "&#10;",
+        "\r": "&#13;",
+        "\t": "&#9;",
+    }
+)
+
+
 def _attr(value: str) -> str:
-    return quoteattr(value)
+    """An attribute value, quoted: what ``quoteattr`` produces, in one C-level pass
+    (it runs a few times for every stanza the queue sends)."""
+    return "'" + value.translate(_ATTR_ESCAPES) + "'"
 
 
 def _headers_text(headers: Sequence[tuple[str, str]]) -> str:
