@@ -25,8 +25,8 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import logout
 
+from tests.integration.conftest import logout
 from tests.integration.queue_helpers import (
     Publisher,
     QueueWorker,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 import pytest_asyncio
-from conftest import login, logout, make_component, new_client
 from slixmpp.exceptions import IqError
 
+from tests.integration.conftest import login, logout, make_component, new_client
 from tests.integration.queue_helpers import (
     EXAMPLE_NS,
     NODE_CONFIG,

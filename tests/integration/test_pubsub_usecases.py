@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import pytest_asyncio
-from conftest import login, logout, make_component, new_client
 
+from tests.integration.conftest import login, logout, make_component, new_client
 from tests.integration.queue_helpers import (
     DATA_FORMS,
     DISCO_INFO,

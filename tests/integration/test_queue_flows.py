@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 import pytest
 import pytest_asyncio
-from conftest import login, logout, make_component, new_client
 
+from tests.integration.conftest import login, logout, make_component, new_client
 from tests.integration.queue_helpers import (
     CLIENT,
     DATA_FORMS,
