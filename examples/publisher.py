@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import time
-from pathlib import Path
 
 from xmpp_queue.client import ClientError, Publisher, PublishError, json_payload
+from xmpp_queue.client.options import add_login_options, parse_login_args
 
 log = logging.getLogger("publisher")
 
@@ -81,44 +80,13 @@ async def publish(args: argparse.Namespace, source: JobSource) -> int:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--connection", type=Path, help="the demo's connection.json")
-    parser.add_argument("-j", "--jid", help="the publisher's JID")
-    parser.add_argument("-p", "--password", help="its password")
-    parser.add_argument("-s", "--service", help="the component's JID (queue.localhost)")
-    parser.add_argument("-n", "--node", help="the queue node")
-    parser.add_argument("--host", help="XMPP server address (127.0.0.1)")
-    parser.add_argument("--port", type=int, help="XMPP client port (5222)")
+    add_login_options(parser, "publisher")
     parser.add_argument("--count", type=int, default=10, help="items to publish (10)")
     parser.add_argument("--start", type=int, default=0, help="first n (0)")
     parser.add_argument("--window", type=int, default=32, help="publishes in flight (32)")
     parser.add_argument("--create", action="store_true", help="create the queue node first")
     parser.add_argument("--lock-timeout", type=int, default=60, help="for --create (60 s)")
-    parser.add_argument(
-        "--allow-plain", action="store_true", help="plain-text login (loopback servers only)"
-    )
-    parser.add_argument("-q", "--quiet", action="store_const", dest="level", const=logging.ERROR)
-    parser.add_argument("-d", "--debug", action="store_const", dest="level", const=logging.DEBUG)
-    parser.set_defaults(level=logging.INFO)
-    args = parser.parse_args()
-    fill_from_connection(args, "publisher")
-    missing = [name for name in ("jid", "password", "service", "node") if not getattr(args, name)]
-    if missing:
-        parser.error("give --connection, or " + ", ".join(f"--{m}" for m in missing))
-    return args
-
-
-def fill_from_connection(args: argparse.Namespace, role: str) -> None:
-    """Defaults from the demo's connection.json; explicit options win."""
-    details = json.loads(args.connection.read_text()) if args.connection else {}
-    account = details.get("accounts", {}).get(role, {})
-    args.jid = args.jid or account.get("jid")
-    args.password = args.password or account.get("password")
-    args.service = args.service or details.get("service")
-    args.node = args.node or details.get("node")
-    args.host = args.host or details.get("host", "127.0.0.1")
-    args.port = args.port or details.get("port", 5222)
-    # The demo's Prosody listens on loopback without TLS.
-    args.allow_plain = args.allow_plain or bool(details)
+    return parse_login_args(parser, "publisher")
 
 
 if __name__ == "__main__":

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import random
-from pathlib import Path
 
 from xmpp_queue.client import ClientError, Job, Worker
+from xmpp_queue.client.options import add_login_options, parse_login_args
 
 log = logging.getLogger("worker")
 
@@ -86,42 +85,11 @@ async def main(args: argparse.Namespace) -> int:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--connection", type=Path, help="the demo's connection.json")
-    parser.add_argument("-j", "--jid", help="the worker's JID")
-    parser.add_argument("-p", "--password", help="its password")
-    parser.add_argument("-s", "--service", help="the component's JID (queue.localhost)")
-    parser.add_argument("-n", "--node", help="the queue node")
-    parser.add_argument("--host", help="XMPP server address (127.0.0.1)")
-    parser.add_argument("--port", type=int, help="XMPP client port (5222)")
+    add_login_options(parser, "worker")
     parser.add_argument("--queue-requests", type=int, default=2, help="jobs at a time (2)")
     parser.add_argument("--fail-rate", type=float, default=0.0, help="share of jobs to fail")
     parser.add_argument("--max-items", type=int, help="stop after this many jobs")
-    parser.add_argument(
-        "--allow-plain", action="store_true", help="plain-text login (loopback servers only)"
-    )
-    parser.add_argument("-q", "--quiet", action="store_const", dest="level", const=logging.ERROR)
-    parser.add_argument("-d", "--debug", action="store_const", dest="level", const=logging.DEBUG)
-    parser.set_defaults(level=logging.INFO)
-    args = parser.parse_args()
-    fill_from_connection(args, "worker")
-    missing = [name for name in ("jid", "password", "service", "node") if not getattr(args, name)]
-    if missing:
-        parser.error("give --connection, or " + ", ".join(f"--{m}" for m in missing))
-    return args
-
-
-def fill_from_connection(args: argparse.Namespace, role: str) -> None:
-    """Defaults from the demo's connection.json; explicit options win."""
-    details = json.loads(args.connection.read_text()) if args.connection else {}
-    account = details.get("accounts", {}).get(role, {})
-    args.jid = args.jid or account.get("jid")
-    args.password = args.password or account.get("password")
-    args.service = args.service or details.get("service")
-    args.node = args.node or details.get("node")
-    args.host = args.host or details.get("host", "127.0.0.1")
-    args.port = args.port or details.get("port", 5222)
-    # The demo's Prosody listens on loopback without TLS.
-    args.allow_plain = args.allow_plain or bool(details)
+    return parse_login_args(parser, "worker")
 
 
 if __name__ == "__main__":

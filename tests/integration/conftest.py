@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+import pytest_asyncio
 from slixmpp import ClientXMPP
 
 import xmpp_queue
@@ -518,3 +519,40 @@ async def client(request: pytest.FixtureRequest) -> AsyncIterator[ClientFactory]
 
     yield make
     await asyncio.gather(*(logout(c) for c in made), return_exceptions=True)
+
+
+# --- one component and its clients per test module, behind each server ----------------
+
+
+@pytest.fixture(scope="module", params=["prosody", "ejabberd"])
+def service(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComponentProcess]:
+    """The module's component, behind Prosody and then behind ejabberd (issue 5).
+
+    The protocol suites share it (unique node ids keep tests apart), with
+    :func:`pool`'s logged-in clients on a module-scoped event loop.
+    """
+    from tests.integration.queue_helpers import module_component
+
+    server = request.getfixturevalue(request.param)
+    workdir = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])
+    proc = module_component(make_component, server, workdir)
+    yield proc
+    proc.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool(service: ComponentProcess) -> AsyncIterator[Any]:
+    """Logged-in clients of the module's component, kept for the whole module."""
+    from tests.integration.queue_helpers import ClientPool
+
+    clients = ClientPool(service.server, new_client, login, logout)
+    yield clients
+    await clients.close()
+
+
+@pytest.fixture
+def connect(pool: Any) -> Callable[..., Awaitable[ClientXMPP]]:
+    """Logged-in clients of the module's component: ``await connect("alice")``."""
+    return pool.get  # type: ignore[no-any-return]

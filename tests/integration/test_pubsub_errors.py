@@ -9,10 +9,8 @@ not change.
 from __future__ import annotations
 
 import pytest
-import pytest_asyncio
 from slixmpp.exceptions import IqError
 
-from tests.integration.conftest import login, logout, make_component, new_client
 from tests.integration.queue_helpers import (
     EXAMPLE_NS,
     NODE_CONFIG,
@@ -22,7 +20,6 @@ from tests.integration.queue_helpers import (
     SERVICE,
     SUBSCRIBE_OPTIONS,
     TIMEOUT,
-    ClientPool,
     config_form,
     create_node,
     error_info,
@@ -35,7 +32,6 @@ from tests.integration.queue_helpers import (
     item_ids,
     items,
     items_of,
-    module_component,
     payload,
     publish,
     send,
@@ -45,28 +41,6 @@ from tests.integration.queue_helpers import (
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 PS = "pubsub#"  # node_config / subscribe_options field prefix
-
-
-@pytest.fixture(scope="module", params=["prosody", "ejabberd"])
-def service(request, tmp_path_factory):
-    """Every use case runs behind Prosody and behind ejabberd (issue 5)."""
-    server = request.getfixturevalue(request.param)
-    proc = module_component(make_component, server, tmp_path_factory.mktemp("errors"))
-    yield proc
-    proc.stop()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pool(service):
-    clients = ClientPool(service.server, new_client, login, logout)
-    yield clients
-    await clients.close()
-
-
-@pytest.fixture
-def connect(pool):
-    """Logged-in clients of the module's component: ``await connect("alice")``."""
-    return pool.get
 
 
 async def _subscribe(client, node: str, jid: str | None = None):

@@ -10,9 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-import pytest_asyncio
 
-from tests.integration.conftest import login, logout, make_component, new_client
 from tests.integration.queue_helpers import (
     DATA_FORMS,
     DISCO_INFO,
@@ -28,7 +26,6 @@ from tests.integration.queue_helpers import (
     SERVICE,
     SUBSCRIBE_OPTIONS,
     TIMEOUT,
-    ClientPool,
     Inbox,
     config_form,
     create_node,
@@ -43,7 +40,6 @@ from tests.integration.queue_helpers import (
     items,
     items_of,
     match,
-    module_component,
     payload,
     publish,
     send,
@@ -57,28 +53,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 PS = "pubsub#"  # node_config / subscribe_options field prefix
 FEATURE = "http://jabber.org/protocol/pubsub#"  # disco feature prefix
 AUTHORIZATION_FORM = FEATURE + "subscribe_authorization"
-
-
-@pytest.fixture(scope="module", params=["prosody", "ejabberd"])
-def service(request, tmp_path_factory):
-    """Every use case runs behind Prosody and behind ejabberd (issue 5)."""
-    server = request.getfixturevalue(request.param)
-    proc = module_component(make_component, server, tmp_path_factory.mktemp("usecases"))
-    yield proc
-    proc.stop()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pool(service):
-    clients = ClientPool(service.server, new_client, login, logout)
-    yield clients
-    await clients.close()
-
-
-@pytest.fixture
-def connect(pool):
-    """Logged-in clients of the module's component: ``await connect("alice")``."""
-    return pool.get
 
 
 def _subscription(reply) -> ET.Element:

@@ -15,9 +15,8 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 import pytest
-import pytest_asyncio
 
-from tests.integration.conftest import login, logout, make_component, new_client
+from tests.integration.conftest import logout
 from tests.integration.queue_helpers import (
     CLIENT,
     DATA_FORMS,
@@ -29,7 +28,6 @@ from tests.integration.queue_helpers import (
     SERVICE,
     SUBSCRIBE_OPTIONS,
     TIMEOUT,
-    ClientPool,
     Event,
     Inbox,
     create_node,
@@ -45,7 +43,6 @@ from tests.integration.queue_helpers import (
     items,
     items_of,
     match,
-    module_component,
     publish,
     retract_iq,
     send,
@@ -58,27 +55,6 @@ from tests.integration.queue_helpers import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
-
-
-@pytest.fixture(scope="module", params=["prosody", "ejabberd"])
-def service(request, tmp_path_factory):
-    """The XEP-0254 flows run behind Prosody and behind ejabberd (issue 5)."""
-    server = request.getfixturevalue(request.param)
-    proc = module_component(make_component, server, tmp_path_factory.mktemp("queue-flows"))
-    yield proc
-    proc.stop()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pool(service):
-    clients = ClientPool(service.server, new_client, login, logout)
-    yield clients
-    await clients.close()
-
-
-@pytest.fixture
-def connect(pool):
-    return pool.get
 
 
 class Worker:
