@@ -52,114 +52,123 @@ class Answer:
     effects: tuple[Effect, ...] = ()
 
 
-class RawIq:
-    """A request IQ as the stream parser produced it: read with ``get`` and ``find``.
+class IqRequest:
+    """A request IQ: its element, and slixmpp's stanza object only when asked for.
 
-    The per-item requests (publish, retract, unlock) are answered from the element
-    alone. Building slixmpp's ``Iq`` object for them (plugin objects, language
-    lookups, dictionary-style field access) cost more CPU than handling the request,
-    so their routes take this instead; every other route gets the real stanza.
+    The per-item requests (publish, retract, unlock) are read and answered from the
+    element alone: building slixmpp's ``Iq`` for them (plugin objects, language
+    lookups, dictionary-style field access) cost more CPU than handling the
+    request. Handlers that render with slixmpp take :attr:`stanza`, built once.
     """
 
-    __slots__ = ("xml",)
+    __slots__ = ("_build", "_stanza", "xml")
 
-    def __init__(self, xml: ET.Element) -> None:
+    def __init__(
+        self, xml: ET.Element, build: Callable[[ET.Element], Iq], stanza: Iq | None = None
+    ) -> None:
         self.xml = xml
+        self._build = build
+        self._stanza = stanza
+
+    @property
+    def stanza(self) -> Iq:
+        if self._stanza is None:
+            self._stanza = self._build(self.xml)
+        return self._stanza
 
 
-Handler = Callable[[PubSubService, Iq, Actor, ET.Element, ET.Element], Awaitable[Answer]]
-RawHandler = Callable[[PubSubService, RawIq, Actor, ET.Element, ET.Element], Awaitable[Answer]]
+Handler = Callable[[PubSubService, IqRequest, Actor, ET.Element, ET.Element], Awaitable[Answer]]
 
 
 # --- owner (§8) ----------------------------------------------------------------------
 
 
 async def on_create(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_create(ps, el)
     out = await svc.create_node(actor, req.node, req.config)
-    return Answer(render.create_result(iq, out.value, instant=req.node is None), out.effects)
+    return Answer(render.create_result(iq.stanza, out.value, instant=req.node is None), out.effects)
 
 
 async def on_configure_get(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_node(ps, el)
     config = await svc.get_config(actor, req.node)
     form = forms.node_config_form(config)
-    return Answer(render.form_result(iq, PUBSUB_OWNER, "configure", form, node=req.node))
+    return Answer(render.form_result(iq.stanza, PUBSUB_OWNER, "configure", form, node=req.node))
 
 
 async def on_configure_set(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_configure_set(ps, el)
     if req.cancel:  # §8.2.6: the owner cancelled; nothing changes
-        return Answer(render.empty_result(iq))
+        return Answer(render.empty_result(iq.stanza))
     out = await svc.configure_node(actor, req.node, req.values)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_default_config(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     form = forms.node_config_form(svc.default_config())
-    return Answer(render.form_result(iq, PUBSUB_OWNER, "default", form))
+    return Answer(render.form_result(iq.stanza, PUBSUB_OWNER, "default", form))
 
 
 async def on_delete(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_delete(ps, el)
     out = await svc.delete_node(actor, req.node, req.redirect)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_purge(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     out = await svc.purge_node(actor, rq.parse_node(ps, el).node)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_node_subscriptions_get(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     node = rq.parse_node(ps, el).node
     subs = await svc.get_node_subscriptions(actor, node)
-    return Answer(render.node_subscriptions_result(iq, node, subs))
+    return Answer(render.node_subscriptions_result(iq.stanza, node, subs))
 
 
 async def on_node_subscriptions_set(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_node_subscriptions_set(ps, el)
     out = await svc.set_node_subscriptions(actor, req.node, req.changes)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_node_affiliations_get(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     node = rq.parse_node(ps, el).node
     entries = await svc.get_node_affiliations(actor, node)
-    return Answer(render.node_affiliations_result(iq, node, entries))
+    return Answer(render.node_affiliations_result(iq.stanza, node, entries))
 
 
 async def on_node_affiliations_set(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_node_affiliations_set(ps, el)
     out = await svc.set_node_affiliations(actor, req.node, req.changes)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 # --- publisher (§7) -----------------------------------------------------------------
 
 
 async def on_publish(
-    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_publish(ps, el)
     out = await svc.publish(
@@ -169,7 +178,7 @@ async def on_publish(
 
 
 async def on_retract(
-    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_retract(ps, el)
     out = await svc.retract(actor, req.node, req.item_id, req.notify)
@@ -180,7 +189,7 @@ async def on_retract(
 
 
 async def on_subscribe(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_subscribe(ps, el)
     out = await svc.subscribe(actor, req.node, req.jid, req.options)
@@ -188,75 +197,75 @@ async def on_subscribe(
     # XEP-0254 §2.1 (and §6.3.7 subscribe-and-configure): echo the options in force.
     echo = req.options is not None or sub.queue_requests is not None
     options = parse_subscribe_options(sub.options) if echo else None
-    return Answer(render.subscription_result(iq, sub, options), out.effects)
+    return Answer(render.subscription_result(iq.stanza, sub, options), out.effects)
 
 
 async def on_unsubscribe(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_subscription(ps, el)
     out = await svc.unsubscribe(actor, req.node, req.jid, req.subid)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_options_get(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_subscription(ps, el)
     sub, options = await svc.get_subscription_options(actor, req.node, req.jid, req.subid)
     form = forms.subscribe_options_form(options, queue=sub.queue_requests is not None)
     reply = render.form_result(
-        iq, PUBSUB, "options", form, node=req.node, jid=req.jid, subid=sub.subid
+        iq.stanza, PUBSUB, "options", form, node=req.node, jid=req.jid, subid=sub.subid
     )
     return Answer(reply)
 
 
 async def on_options_set(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_options_set(ps, el)
     out = await svc.set_subscription_options(actor, req.node, req.jid, req.subid, req.values)
-    return Answer(render.empty_result(iq), out.effects)
+    return Answer(render.empty_result(iq.stanza), out.effects)
 
 
 async def on_default_options(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_default_options(ps, el)
     queue = req.node is not None and (await svc.get_node(actor, req.node)).config.queue
     form = forms.subscribe_options_form(svc.default_subscribe_options(queue), queue)
-    return Answer(render.form_result(iq, PUBSUB, "default", form, node=req.node))
+    return Answer(render.form_result(iq.stanza, PUBSUB, "default", form, node=req.node))
 
 
 async def on_items(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_items(ps, el)
     page = await svc.get_items(actor, req.node, req.item_ids, req.max_items, req.page, req.subid)
-    return Answer(render.items_result(iq, req.node, page))
+    return Answer(render.items_result(iq.stanza, req.node, page))
 
 
 async def on_subscriptions(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     node = rq.parse_optional_node(ps, el).node
     subs = await svc.own_subscriptions(actor, node)
-    return Answer(render.subscriptions_result(iq, subs, node))
+    return Answer(render.subscriptions_result(iq.stanza, subs, node))
 
 
 async def on_affiliations(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     node = rq.parse_optional_node(ps, el).node
     entries = await svc.own_affiliations(actor, node)
-    return Answer(render.affiliations_result(iq, entries, node))
+    return Answer(render.affiliations_result(iq.stanza, entries, node))
 
 
 # --- queue (XEP-0254 and our extension) -----------------------------------------------
 
 
 async def on_unlock(
-    svc: PubSubService, iq: RawIq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_lock(ps, el)
     out = await svc.unlock(actor, req.node, req.item_id)
@@ -264,11 +273,11 @@ async def on_unlock(
 
 
 async def on_extend(
-    svc: PubSubService, iq: Iq, actor: Actor, ps: ET.Element, el: ET.Element
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_lock(ps, el)
     out = await svc.extend_lock(actor, req.node, req.item_id, req.seconds)
-    return Answer(render.extend_result(iq, req.node, req.item_id, out.value), out.effects)
+    return Answer(render.extend_result(iq.stanza, req.node, req.item_id, out.value), out.effects)
 
 
 # --- the table -------------------------------------------------------------------------
@@ -276,20 +285,18 @@ async def on_extend(
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One table entry: the handler, the disco features it implements, and whether
-    the handler takes the bare element (:class:`RawIq`) rather than slixmpp's stanza."""
+    """One table entry: the handler and the disco features it implements."""
 
-    handler: Handler | RawHandler
+    handler: Handler
     features: tuple[str, ...] = ()
-    raw: bool = False
 
 
 def _pubsub(*names: str) -> tuple[str, ...]:
     return tuple(pubsub_feature(n) for n in names)
 
 
-_RETRACT = Route(on_retract, _pubsub("delete-items", "retract-items"), raw=True)
-_UNLOCK = Route(on_unlock, (QUEUEING,), raw=True)
+_RETRACT = Route(on_retract, _pubsub("delete-items", "retract-items"))
+_UNLOCK = Route(on_unlock, (QUEUEING,))
 _OPTIONS = _pubsub("subscription-options")
 
 ROUTES: dict[tuple[str, str, str], Route] = {
@@ -316,7 +323,7 @@ ROUTES: dict[tuple[str, str, str], Route] = {
     ),
     # publisher (§7)
     ("set", PUBSUB, "publish"): Route(
-        on_publish, _pubsub("publish", "publish-options", "item-ids"), raw=True
+        on_publish, _pubsub("publish", "publish-options", "item-ids")
     ),
     ("set", PUBSUB, "retract"): _RETRACT,
     ("get", PUBSUB, "retract"): _RETRACT,
@@ -410,27 +417,21 @@ class RequestRouter:
         await self.handle_element(iq.xml, iq)
 
     async def handle_element(self, xml: ET.Element, iq: Iq | None = None) -> None:
-        """A request straight from the stream parser; the stanza object is built only
-        for routes that use one, and for error replies."""
+        """A request straight from the stream parser; slixmpp's stanza object is built
+        only for handlers that render with it, and for error replies."""
         if xml.get("type") not in ("get", "set"):
             return  # results and errors addressed to us need no answer
+        request = IqRequest(xml, self.stanza_of, iq)
         verb = ""
         try:
             container, element, key = locate(xml)
             verb = key[2]
             route = route_for(key)
             actor = Actor(sender_jid(xml.get("from", "")))
-            if route.raw:
-                raw_handler: RawHandler = route.handler  # type: ignore[assignment]
-                answer = await raw_handler(self.service, RawIq(xml), actor, container, element)
-            else:
-                if iq is None:
-                    iq = self.stanza_of(xml)
-                handler: Handler = route.handler  # type: ignore[assignment]
-                answer = await handler(self.service, iq, actor, container, element)
+            answer = await route.handler(self.service, request, actor, container, element)
         except Exception as exc:  # every failure gets a mapped reply
-            stanza = iq if iq is not None else self.stanza_of(xml)
-            await self.send_answer(errors.reply_for_exception(stanza, exc, verb), ())
+            reply = errors.reply_for_exception(request.stanza, exc, verb)
+            await self.send_answer(reply, ())
             return
         await self.send_answer(answer.reply, answer.effects)
 

@@ -114,7 +114,7 @@ def create_result(iq: Iq, node: str, instant: bool) -> Iq:
 
 
 class RequestXml(Protocol):
-    """A request known by its element: slixmpp's ``Iq`` or the handlers' ``RawIq``."""
+    """A request known by its element: slixmpp's ``Iq`` or the handlers' ``IqRequest``."""
 
     xml: ET.Element
 
