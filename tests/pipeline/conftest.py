@@ -21,10 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import in_ci
+from tests.conftest import PG_ENV, in_ci, missing
 from tests.pipeline.ledger_factory import Row, simulate_ledger
-
-PG_ENV = "XMPP_QUEUE_TEST_PG_URL"
 
 
 def _spark_missing() -> str | None:
@@ -38,11 +36,11 @@ def _spark_missing() -> str | None:
 def needs_spark() -> None:
     """Call at the top of a test module that imports PySpark: skips the module with
     the reason on a machine without PySpark or Java, fails under CI."""
-    missing = _spark_missing()
-    if missing:
+    reason = _spark_missing()
+    if reason:
         if in_ci():
-            pytest.fail(f"{missing}, and CI is set: the Spark tests must run", pytrace=False)
-        pytest.skip(missing, allow_module_level=True)
+            pytest.fail(f"{reason}, and CI is set: the Spark tests must run", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
@@ -159,9 +157,7 @@ def pg_test_url() -> str:
     url = os.environ.get(PG_ENV)
     if url:
         return url
-    if in_ci():
-        pytest.fail(f"{PG_ENV} is not set, and CI is: the PostgreSQL pipeline tests must run")
-    pytest.skip(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+    missing(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
 
 
 @pytest.fixture

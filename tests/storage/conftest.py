@@ -21,11 +21,11 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy import text
 
+from tests.conftest import PG_ENV, missing
 from xmpp_queue.core.ports import Store
 from xmpp_queue.storage.memory import MemoryStore
 
 T = TypeVar("T")
-PG_ENV = "XMPP_QUEUE_TEST_PG_URL"
 TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes")
 
 
@@ -34,9 +34,7 @@ def pg_url() -> str:
     url = os.environ.get(PG_ENV)
     if url:
         return url
-    if os.environ.get("CI"):
-        pytest.fail(f"{PG_ENV} is not set, and CI is: the PostgreSQL storage tests must run")
-    pytest.skip(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+    missing(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
 
 
 @pytest.fixture(scope="session")
