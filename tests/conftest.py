@@ -26,11 +26,15 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def missing(reason: str) -> NoReturn:
-    """Skip for want of *reason*, or fail under CI, where nothing may be missing."""
+def missing(reason: str, *, module: bool = False) -> NoReturn:
+    """Skip for want of *reason* (the whole module when called at its top, *module*),
+    or fail under CI, where nothing may be missing."""
     if in_ci():
-        pytest.fail(f"{reason} (CI is set: .ci/run provides it, so this is a broken setup)")
-    pytest.skip(reason)
+        pytest.fail(
+            f"{reason} (CI is set: .ci/run provides it, so this is a broken setup)",
+            pytrace=False,
+        )
+    pytest.skip(reason, allow_module_level=module)
 
 
 @pytest.fixture(scope="session")
