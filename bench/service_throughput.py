@@ -2,15 +2,14 @@
 
 Why: `queue_throughput.py` measures the component as users run it, behind Prosody. When
 that is slow, this says how much of the cost is the core plus storage (PubSubService
-over SqlStore or MemoryStore) and how much is the XMPP glue: the same flow, one
-publisher task keeping a window of `publish` calls outstanding and workers that
+over the store, on SQLite, PostgreSQL or no database) and how much is the XMPP glue:
+the same flow, one publisher task keeping a window of `publish` calls outstanding and workers that
 `retract` every item of an ItemNotice effect at once, each call its own task (as
 slixmpp runs each stanza's handler). `--profile` runs it under cProfile and prints the
 functions with the most own and cumulative time.
 
 Run from the repository root:
     python bench/service_throughput.py --store sqlite --items 3000
-    python bench/service_throughput.py --store postgresql --engine sql --statements
     python bench/service_throughput.py --store memory --profile
 """
 
@@ -46,14 +45,13 @@ QUEUE_FORM = {
 }
 
 
-async def open_store(kind: str, engine: str, workdir: Path) -> Store:
-    """`engine` "app": the store `xmpp_queue.app` runs on; "sql": the plain SqlStore."""
-    if kind == "memory":
-        from xmpp_queue.storage.memory import MemoryStore
-
-        return MemoryStore()
+async def open_store(kind: str, workdir: Path) -> Store:
+    """The store `xmpp_queue.app` runs, over the backend *kind*."""
     from xmpp_queue.storage import migrations
-    from xmpp_queue.storage.sql import SqlStore
+    from xmpp_queue.storage.store import StateStore
+
+    if kind == "memory":
+        return StateStore.in_memory()
 
     if kind == "sqlite":
         url = f"sqlite:///{workdir / 'queue.db'}"
@@ -63,11 +61,7 @@ async def open_store(kind: str, engine: str, workdir: Path) -> Store:
         await asyncio.to_thread(recreate_postgres_db, "xq_bench")
         url = "postgresql://postgres@127.0.0.1:5432/xq_bench"
     await migrations.upgrade_async(url)
-    if engine == "sql":
-        return await SqlStore.open(url)
-    from xmpp_queue.storage.write_behind import WriteBehindStore
-
-    return await WriteBehindStore.open(url)
+    return await StateStore.open(url)
 
 
 class Flow:
@@ -134,42 +128,9 @@ class Flow:
         self._effects(outcome.effects)
 
 
-class StatementCounter:
-    """Counts the SQL statements the store sends (by their first words), per item.
-
-    Why: with SQLAlchemy Core the fixed cost per statement is far above SQLite's own
-    work on an indexed row, so "statements per item" predicts the storage cost.
-    """
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.enabled = False
-
-    def install(self) -> None:
-        from sqlalchemy import event
-        from sqlalchemy.engine import Engine
-
-        def on_execute(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            if self.enabled:
-                key = " ".join(statement.split())[:110]
-                self.counts[key] = self.counts.get(key, 0) + 1
-
-        event.listen(Engine, "before_cursor_execute", on_execute)
-
-    def report(self, items: int) -> str:
-        total = sum(self.counts.values())
-        lines = [f"--- SQL statements: {total / items:.2f} per item"]
-        for text, n in sorted(self.counts.items(), key=lambda kv: -kv[1]):
-            lines.append(f"{n / items:6.2f}  {text}")
-        return "\n".join(lines)
-
-
 async def bench(args: argparse.Namespace) -> None:
-    counter = StatementCounter()
-    if args.statements and args.store != "memory":
-        counter.install()
     with tempfile.TemporaryDirectory(prefix="xq-service-bench-") as tmp:
-        store = await open_store(args.store, args.engine, Path(tmp))
+        store = await open_store(args.store, Path(tmp))
         service = PubSubService(store, utc_now, new_id, ServiceSettings())
         await service.start()
         try:
@@ -187,9 +148,7 @@ async def bench(args: argparse.Namespace) -> None:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             if profiler:
                 profiler.enable()
-            counter.enabled = True
             await asyncio.wait_for(flow.run(args.warmup, args.items), args.timeout)
-            counter.enabled = False
             if profiler:
                 profiler.disable()
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -206,13 +165,11 @@ async def bench(args: argparse.Namespace) -> None:
     p50 = lat[len(lat) // 2] * 1e3 if lat else 0.0
     p99 = lat[int(len(lat) * 0.99)] * 1e3 if lat else 0.0
     print(
-        f"store={args.store} engine={args.engine} items={args.items} window={args.window} "
+        f"store={args.store} items={args.items} window={args.window} "
         f"workers={args.workers}x{args.queue_requests}: {args.items / wall:.0f} items/s, "
         f"CPU {cpu * 1e6 / args.items:.0f} µs/item (process, incl. driver threads), "
         f"publish→delivery p50 {p50:.1f} ms p99 {p99:.1f} ms, errors {flow.errors}"
     )
-    if counter.counts:
-        print(counter.report(args.items))
     if profiler:
         for key in ("tottime", "cumulative"):
             out = io.StringIO()
@@ -224,21 +181,12 @@ async def bench(args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", choices=("memory", "sqlite", "postgresql"), default="sqlite")
-    p.add_argument(
-        "--engine",
-        choices=("app", "sql"),
-        default="app",
-        help="app: the store the component runs on (write-behind); sql: SqlStore",
-    )
     p.add_argument("--items", type=int, default=3000)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--window", type=int, default=32)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--queue-requests", type=int, default=8)
     p.add_argument("--profile", action="store_true", help="cProfile the measured part")
-    p.add_argument(
-        "--statements", action="store_true", help="count SQL statements per item (--engine sql)"
-    )
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--timeout", type=float, default=300.0)
     asyncio.run(bench(p.parse_args()))

@@ -5,24 +5,24 @@ workers with ``queue_requests`` 8 ack every item the moment its notification
 comes back. Prints items/s (publish to ack, wall clock) and the process's CPU
 microseconds per item, which is the figure to read on a shared machine.
 
-    python bench/store_microbench.py --store write-behind
-    python bench/store_microbench.py --store sql --items 2000
-    python bench/store_microbench.py --store write-behind \\
+    python bench/store_microbench.py --store database
+    python bench/store_microbench.py --store database \\
         --url postgresql://postgres@127.0.0.1/xq_wb
 
 The database is emptied and migrated first (SQLite: the file is deleted;
 PostgreSQL: the public schema is dropped), so point ``--url`` at a scratch
-database. ``--store memory`` runs the same load on the in-memory twin: the
-core's own cost, the floor any store adds to. ``--profile FILE`` writes a
+database. ``--store memory`` runs the same load on the store with no database
+behind it: the core's own cost, the floor any backend adds to. ``--profile FILE`` writes a
 cProfile of the run.
 
 ``--backlog N`` queues N items before the workers subscribe (the rate then
 counts the backlog's acks too); the write-behind store is reopened after
-filling it, so the backlog is dispatched with its payloads still on disk.
+filling it (``--store database``), so the backlog is dispatched with its
+payloads still on disk.
 
 ``--memory N`` measures instead what a loaded store holds: N queued items
 with 200-byte payloads are written straight into a fresh SQLite database
-(about one in a hundred locked), then a WriteBehindStore is opened on it;
+(about one in a hundred locked), then a StateStore is opened on it;
 it prints the load time, the growth of the resident set, and (from a second
 load under tracemalloc) the bytes held per item.
 """
@@ -76,17 +76,11 @@ async def reset(url: str) -> None:
 
 
 async def open_store(kind: str, url: str) -> Store:
+    from xmpp_queue.storage.store import StateStore
+
     if kind == "memory":
-        from xmpp_queue.storage.memory import MemoryStore
-
-        return MemoryStore()
-    if kind == "sql":
-        from xmpp_queue.storage.sql import SqlStore
-
-        return await SqlStore.open(url)
-    from xmpp_queue.storage.write_behind import WriteBehindStore
-
-    return await WriteBehindStore.open(url)
+        return StateStore.in_memory()
+    return await StateStore.open(url)
 
 
 async def run(
@@ -105,7 +99,7 @@ async def run(
         # Waiting items before any worker comes: the long queue whose tail
         # keeps its payloads in the database (write-behind).
         await load_backlog(service, owner, backlog, window)
-        if kind == "write-behind":  # start as after a restart: every payload cold
+        if kind == "database":  # start as after a restart: every payload cold
             await service.stop()
             await store.close()
             store = await open_store(kind, url)
@@ -225,20 +219,20 @@ def rss_mib() -> float:
 
 
 async def measure_memory(url: str, count: int) -> None:
-    from xmpp_queue.storage.write_behind import WriteBehindStore
+    from xmpp_queue.storage.store import StateStore
 
     await reset(url)
     await asyncio.to_thread(fill_sqlite, url.split("///", 1)[1], count)
     before = rss_mib()
     wall = time.perf_counter()
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     wall = time.perf_counter() - wall
     grown = rss_mib() - before
     locked = store.state.locked_total
     await store.close()
     del store
     tracemalloc.start()
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     await store.close()
@@ -251,9 +245,7 @@ async def measure_memory(url: str, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--store", choices=("sql", "write-behind", "memory"), default="write-behind"
-    )
+    parser.add_argument("--store", choices=("database", "memory"), default="database")
     parser.add_argument("--url", help="database URL (default: a SQLite file in /tmp)")
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--window", type=int, default=32)

@@ -68,14 +68,14 @@ def _redacted(url: str) -> str:
 async def run_service(settings: Settings) -> int:
     """Run the component until a signal or a fatal error. Returns the exit status."""
     from xmpp_queue.admin.commands import register_admin_commands
-    from xmpp_queue.storage.write_behind import WriteBehindStore
+    from xmpp_queue.storage.store import StateStore
     from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
 
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
     # The component is the one writer of its database: state is served from memory
-    # and each group commit writes only the net change (storage/write_behind.py).
-    store = await WriteBehindStore.open(settings.database.url)
+    # and each group commit writes only the net change (storage/store.py).
+    store = await StateStore.open(settings.database.url)
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
     try:
         await service.start()

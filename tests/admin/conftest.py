@@ -24,7 +24,7 @@ from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
-from xmpp_queue.storage.memory import MemoryStore
+from xmpp_queue.storage.store import StateStore
 
 SERVICE = "queue.example.org"
 ADMIN = "admin@example.org/console"
@@ -281,7 +281,7 @@ def new_service(clock: FakeClock) -> PubSubService:
     """The real service over the memory store; ids id1, id2 ... so twins match."""
     counter = itertools.count(1)
     return PubSubService(
-        MemoryStore(),
+        StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
         ServiceSettings(default_config=NodeConfig(), admins=frozenset()),

@@ -78,11 +78,14 @@ class FakeServer:
 
 @pytest.fixture
 async def service() -> AsyncIterator[PubSubService]:
-    from xmpp_queue.storage.memory import MemoryStore
+    from xmpp_queue.storage.store import StateStore
 
     counter = itertools.count(1)
     svc = PubSubService(
-        MemoryStore(), FakeClock(), lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+        StateStore.in_memory(),
+        FakeClock(),
+        lambda: f"id{next(counter)}",
+        ServiceSettings(NodeConfig()),
     )
     yield svc
     await svc.stop()

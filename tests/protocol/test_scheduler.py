@@ -50,11 +50,11 @@ class FakeTimer:
 
 @pytest.fixture
 async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
-    from xmpp_queue.storage.memory import MemoryStore
+    from xmpp_queue.storage.store import StateStore
 
     counter = itertools.count(1)
     svc = PubSubService(
-        MemoryStore(), clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+        StateStore.in_memory(), clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
     )
     await svc.start()
     yield svc

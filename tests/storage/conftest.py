@@ -1,4 +1,9 @@
-"""Storage contract fixtures: the same ``store`` on memory, SQLite and PostgreSQL.
+"""Storage contract fixtures: the one store on every backend (memory, SQLite, PostgreSQL).
+
+The contract modules (``test_items``, ``test_nodes_affiliations_subscriptions``,
+``test_queue_state``, ``test_ledger_and_transactions``) take ``store``: a
+:class:`StateStore` over each backend in turn. ``sql_store`` is the same over
+the SQL backends only, for what needs a database (restart, reload).
 
 SQLite: one database file is migrated per session with the real alembic
 ``upgrade()`` and copied for each test (a copy of a small file is faster than
@@ -23,7 +28,7 @@ from sqlalchemy import text
 
 from tests.conftest import PG_ENV, missing
 from xmpp_queue.core.ports import Store
-from xmpp_queue.storage.memory import MemoryStore
+from xmpp_queue.storage.store import StateStore
 
 T = TypeVar("T")
 TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes")
@@ -82,50 +87,38 @@ def _reset_pg_schema(url: str) -> None:
     in_thread(reset())
 
 
-async def _open_sqlite(template: Path, tmp_path: Path) -> Store:
-    from xmpp_queue.storage.sql import SqlStore
+async def _empty_pg(url: str) -> None:
+    from xmpp_queue.storage.engine import make_engine
 
-    path = tmp_path / "store.db"
-    shutil.copyfile(template, path)
-    return await SqlStore.open(f"sqlite:///{path}")
+    engine = make_engine(url)
+    try:
+        # DELETE, not TRUNCATE: on a handful of rows it is far cheaper (TRUNCATE
+        # swaps files); no test depends on the values of seq or ids, only their order.
+        async with engine.begin() as conn:
+            for table in TABLES:
+                await conn.execute(text(f"DELETE FROM {table}"))
+    finally:
+        await engine.dispose()
 
 
-async def _open_pg(url: str) -> Store:
-    from xmpp_queue.storage.sql import SqlStore
-
-    store = await SqlStore.open(url)
-    # DELETE, not TRUNCATE: on a handful of rows it is far cheaper (TRUNCATE
-    # swaps files); no test depends on the values of seq or ids, only their order.
-    async with store.engine.begin() as conn:
-        for table in TABLES:
-            await conn.execute(text(f"DELETE FROM {table}"))
-    return store
+async def empty_database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty, migrated database of *backend* for one test."""
+    if backend == "sqlite":
+        path = tmp_path / "store.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url: str = request.getfixturevalue("pg_migrated")
+    await _empty_pg(url)
+    return url
 
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
-async def _open(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+async def _open(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
     if backend == "memory":
-        return MemoryStore()
-    if backend == "sqlite":
-        return await _open_sqlite(request.getfixturevalue("sqlite_template"), tmp_path)
-    return await _open_pg(request.getfixturevalue("pg_migrated"))
-
-
-async def _close(store: Store) -> None:
-    """Close, and check that SQLite ran every statement on its fast path.
-
-    Every repository method runs somewhere in the contract suite, so an empty
-    fallback set here means none of them silently lost the prepared path.
-    """
-    from xmpp_queue.storage.sql import SqlStore
-
-    fallbacks = set()
-    if isinstance(store, SqlStore) and store.sqlite is not None:
-        fallbacks = store.sqlite.statements.fallbacks
-    await store.close()
-    assert not fallbacks, f"statements that bypassed sqlite_fast: {fallbacks}"
+        return StateStore.in_memory()
+    return await StateStore.open(await empty_database(backend, request, tmp_path))
 
 
 @pytest.fixture(params=["memory", *SQL_BACKENDS])
@@ -133,12 +126,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     """Every backend: the contract."""
     opened = await _open(request.param, request, tmp_path)
     yield opened
-    await _close(opened)
+    await opened.close()
 
 
 @pytest.fixture(params=SQL_BACKENDS)
 async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """The SQL backends only: what the memory twin does not promise (rollback)."""
+    """The SQL backends only: what needs a database behind the store."""
     opened = await _open(request.param, request, tmp_path)
     yield opened
-    await _close(opened)
+    await opened.close()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,9 +13,7 @@ from xmpp_queue.storage.engine import (
     normalize_url,
     redacted_url,
 )
-from xmpp_queue.storage.sql import SqlStore
-
-from .samples import node
+from xmpp_queue.storage.store import StateStore
 
 
 @pytest.mark.parametrize(
@@ -73,70 +68,19 @@ def test_the_blocking_sqlite_engine_is_durable(tmp_path: Path) -> None:
     assert found == EXPECTED
 
 
-async def test_sqlite_transactions_take_the_write_lock_at_begin(
-    sqlite_template: Path, tmp_path: Path
-) -> None:
-    """BEGIN IMMEDIATE: while a store transaction is open, another writer cannot start."""
-    path = tmp_path / "lock.db"
-    shutil.copyfile(sqlite_template, path)
-    store = await SqlStore.open(f"sqlite:///{path}")
-    other = sqlite3.connect(path, timeout=0, isolation_level=None)
-    try:
-        async with store.transaction() as tx:
-            await tx.nodes.all()  # only a read so far, yet the lock is held
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
-                other.execute("BEGIN IMMEDIATE")
-        other.execute("BEGIN IMMEDIATE")  # free again once the block is left
-        other.execute("ROLLBACK")
-    finally:
-        other.close()
-        await store.close()
-
-
-async def test_a_cancelled_begin_does_not_keep_the_write_lock(
-    sqlite_template: Path, tmp_path: Path
-) -> None:
-    path = tmp_path / "cancel.db"
-    shutil.copyfile(sqlite_template, path)
-    store = await SqlStore.open(f"sqlite:///{path}")
-    blocker = sqlite3.connect(path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-
-    async def write() -> None:
-        async with store.transaction() as tx:
-            await tx.nodes.add(node("never"))
-            await tx.commit()
-
-    try:
-        waiting = asyncio.create_task(write())
-        await asyncio.sleep(0)  # let it reach BEGIN, which now waits on busy_timeout
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        blocker.execute("ROLLBACK")
-        # The abandoned BEGIN completes and its connection is closed: we can write.
-        async with store.transaction() as tx:
-            await tx.nodes.add(node("jobs"))
-            await tx.commit()
-        async with store.transaction() as tx:
-            assert [n.node_id for n in await tx.nodes.all()] == ["jobs"]
-    finally:
-        blocker.close()
-        await store.close()
-
-
-async def test_sql_store_refuses_an_in_memory_sqlite_database() -> None:
+async def test_the_store_refuses_an_in_memory_sqlite_database() -> None:
     with pytest.raises(ValueError, match="in-memory"):
-        await SqlStore.open("sqlite://")
+        await StateStore.open("sqlite://")
 
 
-def test_the_memory_store_does_not_import_sqlalchemy() -> None:
-    """Unit tests import storage.memory; it must stay free of SQLAlchemy (fast start)."""
+def test_the_store_without_a_database_does_not_import_sqlalchemy() -> None:
+    """Unit tests run the store on its memory backend; that stays free of SQLAlchemy
+    (fast start)."""
     import subprocess
     import sys
 
     code = (
-        "import sys, xmpp_queue.storage.memory; "
+        "import sys, xmpp_queue.storage.store as s; s.StateStore.in_memory(); "
         "sys.exit('sqlalchemy' in sys.modules or 'alembic' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -32,11 +32,11 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
-    from xmpp_queue.storage.memory import MemoryStore
+    from xmpp_queue.storage.store import StateStore
 
     counter = itertools.count(1)
     svc = PubSubService(
-        MemoryStore(),
+        StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
         ServiceSettings(default_config=NodeConfig(), admins=frozenset({"admin@example.org"})),

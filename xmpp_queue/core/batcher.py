@@ -11,10 +11,14 @@ one transaction, then commits once for the whole burst. This gives:
 - commit-before-effects: a caller gets its result (and the notifications to
   send) only after the transaction holding its change committed.
 
-An operation that raises a :class:`PubSubError` fails alone (guards raise
-before any write). Anything else (a driver error, a bug) rolls the batch back
-and the batch is re-run one operation per transaction, so one bad operation
-cannot fail its neighbours.
+All or nothing, per operation: each operation runs inside its own savepoint
+of the shared transaction. Whatever it raises (a :class:`PubSubError`, a bug,
+a failed assertion), the savepoint is rolled back, so exactly that operation's
+changes (state and ledger rows) are undone and its effects are dropped; the
+caller gets the exception and the rest of the batch commits. This is enforced
+by the store, not by the order of lines in the service. A commit that fails
+(disk full, database gone) fails every operation of the batch: the store has
+put memory back to the last commit, and no caller is told it succeeded.
 """
 
 from __future__ import annotations
@@ -120,34 +124,32 @@ class CommitBatcher:
     async def _run_batch(self, batch: list[_Pending[Any]]) -> None:
         try:
             deadline = await self._attempt(batch)
-        except Exception:
-            log.warning(
-                "event=batch_failed size=%d action=retry_one_by_one", len(batch), exc_info=True
-            )
+        except Exception as exc:
+            log.error("event=commit_failed operations=%d error=%s", len(batch), type(exc).__name__)
             for p in batch:
-                p.error = None
-                try:
-                    deadline = await self._attempt([p])
-                except Exception as exc:
-                    p.error = exc
-                    deadline = _UNCHANGED
-                self._resolve([p], deadline)
-            return
+                p.error = exc
+            deadline = _UNCHANGED
         self._resolve(batch, deadline)
 
     async def _attempt(self, batch: list[_Pending[Any]]) -> object:
-        """Run the batch in one transaction; raise if anything but a PubSubError broke."""
+        """Run the batch in one transaction, each operation in its own savepoint."""
         changed = False
         async with self._store.transaction() as tx:
             for p in batch:
                 work = Work(tx=tx, now=self._clock())
+                mark = tx.savepoint()
                 try:
                     p.result = await p.op(work)
-                    p.effects = tuple(work.effects)
-                    p.error = None
-                    changed = changed or work.deadlines_changed
-                except PubSubError as exc:
+                except Exception as exc:
+                    mark.rollback()
                     p.error = exc
+                    if not isinstance(exc, PubSubError):
+                        log.error("event=operation_failed action=undone", exc_info=exc)
+                    continue
+                mark.release()
+                p.effects = tuple(work.effects)
+                p.error = None
+                changed = changed or work.deadlines_changed
             deadline: object = _UNCHANGED
             if changed:
                 deadline = await tx.items.next_deadline(self._clock())

@@ -187,6 +187,16 @@ class EventLedger(Protocol):
         """Every event (of a node), in order: for tests and small exports."""
 
 
+class Savepoint(Protocol):
+    """A mark inside a transaction: one operation's changes, undone or kept as a whole."""
+
+    def rollback(self) -> None:
+        """Undo every change (state and ledger rows) made since the mark."""
+
+    def release(self) -> None:
+        """Keep the changes made since the mark as part of the transaction."""
+
+
 class Transaction(Protocol):
     """One database transaction with its repositories; rolled back unless committed."""
 
@@ -195,6 +205,9 @@ class Transaction(Protocol):
     subscriptions: SubscriptionRepository
     items: ItemRepository
     ledger: EventLedger
+
+    def savepoint(self) -> Savepoint:
+        """Mark the current state; savepoints nest and end innermost first."""
 
     async def commit(self) -> None: ...
 
@@ -216,6 +229,7 @@ __all__: Sequence[str] = (
     "ItemRepository",
     "NodeRepository",
     "QueueStats",
+    "Savepoint",
     "Store",
     "SubscriptionRepository",
     "Transaction",

@@ -1,7 +1,10 @@
-"""Storage: implementations of :mod:`xmpp_queue.core.ports`.
+"""Storage: the one implementation of :mod:`xmpp_queue.core.ports`.
 
-``memory`` (dicts, for unit tests and the demo) imports only the core; ``sql``
-(SQLAlchemy 2 async over SQLite or PostgreSQL), ``schema``, ``engine`` and
-``migrations`` import SQLAlchemy/alembic. Nothing is imported here, so
-``import xmpp_queue.storage.memory`` never pulls in SQLAlchemy.
+``store`` (:class:`~xmpp_queue.storage.store.StateStore`) holds the whole state
+in memory (``state``), records what each transaction and each operation changed
+(``changes``) and hands the net change of every commit to a backend: none
+(``backend_memory``, tests and ``demo --memory``) or SQL (``backend_sql``:
+SQLite or PostgreSQL, loaded at start by ``load``). ``schema``, ``engine`` and
+``migrations`` are the SQL side (SQLAlchemy, alembic). Nothing is imported
+here, so importing the package never pulls in SQLAlchemy.
 """

@@ -92,17 +92,16 @@ def make_engine(
 def make_sqlite_engine(
     url: str | URL, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, echo: bool = False
 ) -> Engine:
-    """A blocking pysqlite engine with the same settings, for ``SqlStore`` on SQLite.
+    """A blocking pysqlite engine with the same settings, for the SQLite backend.
 
-    ``check_same_thread`` is off because the store begins and commits on its
-    worker thread and runs statements on the event loop's thread, never both at
-    once (see ``storage/sqlite_runner.py``). An in-memory database is refused:
+    ``check_same_thread`` is off because the backend's connection is opened on
+    one thread and used on its worker thread. An in-memory database is refused:
     each engine would see its own empty one, so migrations could not reach the
-    store's (use MemoryStore for a database that lives in the process).
+    store's (use ``StateStore.in_memory()`` for a store that lives in the process).
     """
     parsed = _parse(url).set(drivername="sqlite+pysqlite")
     if parsed.database in (None, "", ":memory:") or "mode=memory" in str(parsed.query):
-        raise ValueError("SqlStore needs a SQLite file, not an in-memory database")
+        raise ValueError("the SQLite backend needs a file, not an in-memory database")
     engine = create_engine(parsed, echo=echo, connect_args={"check_same_thread": False})
     _configure_sqlite(engine, busy_timeout_ms, foreign_keys=True)
     return engine

@@ -1,40 +1,42 @@
-"""WriteBehindStore: the whole store in memory, every commit written through.
+"""StateStore: the whole state in memory, every commit written to a backend.
 
-Why: the SQL store spends ~8 statements per queued item (reads of the node,
-the affiliation, the subscriptions, the item, the lock counts, the next ready
-items; the insert; the lock update), and at SQLAlchemy's per-statement cost
-that is ~1.6 ms of CPU per item even when a burst shares one commit. Here
-reads never touch the database and a commit writes only the final state of
-what changed, with one ``executemany`` per kind of row and one fsync.
+This is the only implementation of the core's ports. Reads never touch the
+database; each write changes memory at once and records what it replaced;
+a commit hands the backend only the net change of the batch (one
+``executemany`` per kind of row and one fsync on SQL backends). Backends
+(``backend.py``): none (``MemoryBackend``, for tests and ``demo --memory``),
+SQLite or PostgreSQL. Tests, the demo and production all run this store.
 
-**This store must be the only writer of its database.** It loads nodes,
+**The store must be the only writer of its database.** It loads nodes,
 affiliations, subscriptions and items (with their queue state; payloads on
-demand, see below) once, at :meth:`WriteBehindStore.open`, and from then on
-believes its memory:
-a row that another process inserts, updates or deletes is not seen, and may
-be overwritten. So: one component process per database (SQLite file or
-PostgreSQL database), which is also how production runs PostgreSQL. Readers
-are fine: the admin CLI, the Spark pipeline and backups may read at any time,
-since each commit is an ordinary transaction (SQLite WAL: readers never block
-it). Migrations run before ``open`` (as the app does); a tool that must write
-(a manual repair) runs while the component is stopped.
+demand, see below) once, at :meth:`StateStore.open`, and from then on
+believes its memory: a row that another process inserts, updates or deletes
+is not seen, and may be overwritten. So: one component process per database
+(SQLite file or PostgreSQL database). Readers are fine: the admin CLI, the
+Spark pipeline and backups may read at any time, since each commit is an
+ordinary transaction (SQLite WAL: readers never block it). Migrations run
+before ``open`` (as the app does); a tool that must write (a manual repair)
+runs while the component is stopped.
 
-How one transaction works (``write_behind_changes`` has the details):
+How one transaction works (``changes`` has the details):
 
 - transactions are serialised by an :class:`asyncio.Lock` (the commit batcher
   runs one at a time anyway), so within one, memory is the truth;
 - each write changes memory at once and records the key's original value;
-- :meth:`WriteBehindTransaction.commit` writes the difference between the
+- :meth:`StateTransaction.commit` writes the difference between the
   originals and memory: deletes, then upserts (nodes before their children),
   then the buffered ledger rows, then COMMIT. A transaction that changed
   nothing (a read) never reaches the database;
+- :meth:`StateTransaction.savepoint` marks where one operation begins; rolling
+  it back undoes that operation alone (state and ledger rows), so a refused
+  or failed operation changes nothing while its batch commits the rest;
 - leaving the block without commit, or a commit that raised, puts every
   original back, so memory equals the database again. When the failure came
   with the COMMIT itself (the database may have committed after all, say a
   connection lost mid-commit), the next transaction reloads everything from
   the database instead of trusting either side.
 
-Durability is the SQL store's: a publish is acknowledged after the commit that
+Durability: a publish is acknowledged after the commit that
 holds it, SQLite runs ``synchronous=FULL`` in WAL mode (``engine.py``), and a
 crash loses only what was not yet committed, which nobody was told about.
 Ledger reads (``count``, ``events``) see the committed rows plus the current
@@ -60,45 +62,52 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-from sqlalchemy.engine import URL
+from typing import TYPE_CHECKING
 
 from xmpp_queue.core.ports import (
     AffiliationRepository,
     EventLedger,
     ItemRepository,
     NodeRepository,
+    Savepoint,
     Store,
     SubscriptionRepository,
     Transaction,
 )
-from xmpp_queue.storage.write_behind_changes import ChangeSet, Flush
-from xmpp_queue.storage.write_behind_db import Backend, FlushFailed, open_backend
-from xmpp_queue.storage.write_behind_repos import (
-    WbAffiliations,
-    WbItems,
-    WbLedger,
-    WbNodes,
-    WbSubscriptions,
+from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
+from xmpp_queue.storage.changes import ChangeSet, Flush
+from xmpp_queue.storage.repositories import (
+    AffiliationsRepo,
+    ItemsRepo,
+    LedgerRepo,
+    NodesRepo,
+    SubscriptionsRepo,
 )
-from xmpp_queue.storage.write_behind_state import MemoryState
+from xmpp_queue.storage.state import MemoryState
 
-log = logging.getLogger("xmpp_queue.storage.write_behind")
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
-__all__ = ["WriteBehindStore", "WriteBehindTransaction"]
+log = logging.getLogger("xmpp_queue.storage.store")
+
+__all__ = ["StateStore", "StateTransaction"]
 
 
-class WriteBehindTransaction:
+class StateTransaction:
     """Repositories over the store's memory plus the record of what changed."""
 
-    def __init__(self, store: WriteBehindStore, state: MemoryState) -> None:
+    def __init__(self, store: StateStore, state: MemoryState) -> None:
         self._store = store
         self.changes = ChangeSet(state)
-        self.nodes: NodeRepository = WbNodes(state, self.changes)
-        self.affiliations: AffiliationRepository = WbAffiliations(state, self.changes)
-        self.subscriptions: SubscriptionRepository = WbSubscriptions(state, self.changes)
-        self.items: ItemRepository = WbItems(state, self.changes, store.backend)
-        self.ledger: EventLedger = WbLedger(self.changes, store.backend)
+        self.nodes: NodeRepository = NodesRepo(state, self.changes)
+        self.affiliations: AffiliationRepository = AffiliationsRepo(state, self.changes)
+        self.subscriptions: SubscriptionRepository = SubscriptionsRepo(state, self.changes)
+        self.items: ItemRepository = ItemsRepo(state, self.changes, store.backend)
+        self.ledger: EventLedger = LedgerRepo(self.changes, store.backend)
+
+    def savepoint(self) -> Savepoint:
+        """One operation's mark: its changes can be undone alone (per-operation undo)."""
+        return self.changes.savepoint()
 
     async def commit(self) -> None:
         """Write what changed and commit; on failure memory is rolled back."""
@@ -116,7 +125,7 @@ class WriteBehindTransaction:
             self.changes.rollback()
 
 
-class WriteBehindStore:
+class StateStore:
     """A :class:`~xmpp_queue.core.ports.Store` held in memory and written behind
     to SQLite or PostgreSQL (see the module docstring: the only writer rule)."""
 
@@ -129,12 +138,16 @@ class WriteBehindStore:
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str | URL) -> WriteBehindStore:
-        """Load the migrated database at *url* into memory.
+    async def open(cls, url: str | URL | None) -> StateStore:
+        """Load the migrated database at *url* into memory (None: no database).
 
         It does not migrate: run ``storage.migrations.upgrade`` first.
         """
-        text = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+        text = (
+            url
+            if url is None or isinstance(url, str)
+            else url.render_as_string(hide_password=False)
+        )
         backend = await open_backend(text)
         try:
             state = await backend.load()
@@ -149,6 +162,13 @@ class WriteBehindStore:
         )
         return cls(backend, state)
 
+    @classmethod
+    def in_memory(cls) -> StateStore:
+        """A store with no database behind it (nothing outlives the process)."""
+        from xmpp_queue.storage.backend_memory import MemoryBackend
+
+        return cls(MemoryBackend(), MemoryState())
+
     @property
     def state(self) -> MemoryState:
         """The live memory (tests and diagnostics read it; nothing else may)."""
@@ -161,7 +181,7 @@ class WriteBehindStore:
         async with self._lock:
             if self._reload:
                 await self._reload_state()
-            tx = WriteBehindTransaction(self, self._state)
+            tx = StateTransaction(self, self._state)
             try:
                 yield tx
             finally:
@@ -189,7 +209,8 @@ class WriteBehindStore:
             if writing.done():
                 self._writing = None
         changes.clear()
-        self._state.cool(flush.item_upserts)
+        if self.backend.keeps_payloads:
+            self._state.cool(flush.item_upserts)
 
     async def _reload_state(self) -> None:
         if self._writing is not None:
@@ -215,6 +236,6 @@ class WriteBehindStore:
             await self.backend.close()
 
 
-def _conforms(store: WriteBehindStore) -> Store:
-    """Let mypy check that WriteBehindStore satisfies the Store protocol."""
+def _conforms(store: StateStore) -> Store:
+    """Let mypy check that StateStore satisfies the Store protocol."""
     return store

@@ -1,6 +1,6 @@
 """ChangeSet: what one write-behind transaction changed, to write it or undo it.
 
-Writes apply to :class:`~xmpp_queue.storage.write_behind_state.MemoryState` at
+Writes apply to :class:`~xmpp_queue.storage.state.MemoryState` at
 once (later operations of the same batch must see them). Before the first
 change of a key, the transaction records the key's value as it was when the
 transaction began; that one record serves both ends:
@@ -19,6 +19,16 @@ rollback is O(1) per node. A key first touched after such a snapshot takes its
 original value from the snapshot's containers, not from the live ones.
 
 Ledger events are only buffered here; they are written with the rest at commit.
+
+**Savepoints** give each operation of a batch its own undo (all or nothing per
+operation while the batch shares one commit). :meth:`ChangeSet.savepoint`
+starts a fresh level of records; the keys an operation touches are recorded
+there with their values as the *operation* found them. Rolling the savepoint
+back is the same undo as a whole rollback, applied to that level only (plus
+dropping the operation's ledger rows); releasing it merges the level into the
+one below, where a key keeps its older record: the value as the *transaction*
+found it, taken from the lower level's node snapshot when that level had
+snapshotted the node (a purge or removal replaced the live containers since).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from dataclasses import dataclass, field
 
 from xmpp_queue.core.ledger import LedgerEvent
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
-from xmpp_queue.storage.write_behind_state import MemoryState, NodeState
+from xmpp_queue.storage.state import MemoryState, NodeState
 
 ItemKey = tuple[str, str]  # (node_id, item_id)
 SubKey = tuple[str, str]  # (node_id, subid)
@@ -73,10 +83,42 @@ class Flush:
         )
 
 
+@dataclass(slots=True)
+class _Level:
+    """The records of the levels below an open savepoint."""
+
+    nodes: dict[str, NodeState | None]
+    dropped: set[str]
+    purged: set[str]
+    items: dict[ItemKey, Item | None]
+    subs: dict[SubKey, tuple[Subscription, int] | None]
+    affiliations: dict[AffKey, Affiliation | None]
+    events: int  # how many ledger rows were buffered when the savepoint began
+
+
+class Savepoint:
+    """One operation's mark in a :class:`ChangeSet`: roll back to it, or release it."""
+
+    __slots__ = ("_changes", "_depth")
+
+    def __init__(self, changes: ChangeSet, depth: int) -> None:
+        self._changes = changes
+        self._depth = depth
+
+    def rollback(self) -> None:
+        """Undo every change made since the savepoint began (memory and ledger rows)."""
+        self._changes._end(self._depth, keep=False)
+
+    def release(self) -> None:
+        """Keep the changes: they become part of the enclosing transaction."""
+        self._changes._end(self._depth, keep=True)
+
+
 class ChangeSet:
     """Original values of every key one transaction touched (see the module docstring)."""
 
     __slots__ = (
+        "_below",
         "affiliations",
         "dropped",
         "events",
@@ -97,9 +139,74 @@ class ChangeSet:
         self.subs: dict[SubKey, tuple[Subscription, int] | None] = {}
         self.affiliations: dict[AffKey, Affiliation | None] = {}
         self.events: list[LedgerEvent] = []
+        self._below: list[_Level] = []
 
     def __bool__(self) -> bool:
+        if self._below:
+            return True  # an open savepoint: something may have changed below it
         return bool(self.nodes or self.items or self.subs or self.affiliations or self.events)
+
+    # --- savepoints ----------------------------------------------------------------------
+
+    def savepoint(self) -> Savepoint:
+        """Begin a level of records for one operation (see the module docstring)."""
+        self._below.append(
+            _Level(
+                self.nodes,
+                self.dropped,
+                self.purged,
+                self.items,
+                self.subs,
+                self.affiliations,
+                len(self.events),
+            )
+        )
+        self.nodes, self.dropped, self.purged = {}, set(), set()
+        self.items, self.subs, self.affiliations = {}, {}, {}
+        return Savepoint(self, len(self._below))
+
+    def _end(self, depth: int, keep: bool) -> None:
+        if depth != len(self._below):
+            raise RuntimeError("savepoints must end innermost first, once each")
+        below = self._below.pop()
+        if keep:
+            self._merge_into(below)
+        else:
+            self._undo()
+            del self.events[below.events :]
+        self.nodes, self.dropped, self.purged = below.nodes, below.dropped, below.purged
+        self.items, self.subs, self.affiliations = below.items, below.subs, below.affiliations
+
+    def _merge_into(self, below: _Level) -> None:
+        """Add this level's records to *below*, keeping *below*'s where it has one."""
+        snapshotted = below.nodes  # the nodes *below* took a snapshot of, before merging
+        for (node_id, item_id), orig in self.items.items():
+            if (node_id, item_id) in below.items:
+                continue
+            if node_id in snapshotted:
+                snap = snapshotted[node_id]
+                orig = snap.items.get(item_id) if snap is not None else None
+            below.items[(node_id, item_id)] = orig
+        for (node_id, subid), was in self.subs.items():
+            if (node_id, subid) in below.subs:
+                continue
+            if node_id in snapshotted:
+                snap = snapshotted[node_id]
+                has = snap is not None and subid in snap.subs
+                was = (snap.subs[subid], snap.sub_ids[subid]) if has else None  # type: ignore[union-attr]
+            below.subs[(node_id, subid)] = was
+        for (node_id, jid), aff in self.affiliations.items():
+            if (node_id, jid) in below.affiliations:
+                continue
+            if node_id in snapshotted:
+                snap = snapshotted[node_id]
+                aff = snap.affiliations.get(jid) if snap is not None else None
+            below.affiliations[(node_id, jid)] = aff
+        for node_id, snap_here in self.nodes.items():
+            if node_id not in snapshotted:
+                snapshotted[node_id] = snap_here
+        below.dropped |= self.dropped
+        below.purged |= self.purged
 
     # --- recording: call before the change --------------------------------------------
 
@@ -141,6 +248,8 @@ class ChangeSet:
 
     def plan(self) -> Flush:
         """The rows that make the database equal to memory (see :class:`Flush`)."""
+        if self._below:
+            raise RuntimeError("a savepoint is still open")
         st = self.state
         f = Flush(max_seq=st.next_seq - 1, max_sub_id=st.next_sub_id - 1, events=self.events)
         cleared: set[str] = set()  # nodes whose child rows are all deleted
@@ -202,6 +311,13 @@ class ChangeSet:
 
     def rollback(self) -> None:
         """Put every touched key back as the transaction found it."""
+        while self._below:
+            self._end(len(self._below), keep=False)
+        self._undo()
+        self.clear()
+
+    def _undo(self) -> None:
+        """Put every key recorded at the current level back as that level found it."""
         st = self.state
         for node_id, snap in self.nodes.items():
             if snap is None:
@@ -238,7 +354,6 @@ class ChangeSet:
                 ns.affiliations[jid] = aff
         if self.nodes:
             st.recount()
-        self.clear()
 
     def clear(self) -> None:
         self.nodes = {}
@@ -248,3 +363,4 @@ class ChangeSet:
         self.subs = {}
         self.affiliations = {}
         self.events = []
+        self._below = []

@@ -1,4 +1,4 @@
-"""The database side of the write-behind store: load everything, write a Flush.
+"""The SQL backends of the store: load everything at start, write each commit's Flush.
 
 Two backends with one face (:class:`Backend`):
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy import (
@@ -56,9 +56,10 @@ from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item, Subscription
 from xmpp_queue.storage import codec, schema
+from xmpp_queue.storage.backend import Backend, FlushFailed
+from xmpp_queue.storage.changes import Flush
 from xmpp_queue.storage.engine import is_sqlite, make_sqlite_engine
-from xmpp_queue.storage.write_behind_changes import Flush
-from xmpp_queue.storage.write_behind_load import (
+from xmpp_queue.storage.load import (
     AFFILIATION_FIELDS,
     ITEM_COLD_FIELDS,
     ITEM_FIELDS,
@@ -67,9 +68,9 @@ from xmpp_queue.storage.write_behind_load import (
     SUBSCRIPTION_FIELDS,
     StateBuilder,
 )
-from xmpp_queue.storage.write_behind_state import COLD, EMPTY_HEADERS, MemoryState
+from xmpp_queue.storage.state import COLD, EMPTY_HEADERS, MemoryState
 
-log = logging.getLogger("xmpp_queue.storage.write_behind")
+log = logging.getLogger("xmpp_queue.storage.store")
 T = TypeVar("T")
 
 # PostgreSQL sequences are moved this far past the ids handed out, so a commit
@@ -77,32 +78,7 @@ T = TypeVar("T")
 _SEQUENCE_STEP = 4096
 
 
-class FlushFailed(Exception):
-    """A write failed. ``maybe_committed``: the failure came with or after COMMIT,
-    so the database may hold the batch after all (memory must be reloaded)."""
-
-    def __init__(self, error: BaseException, maybe_committed: bool) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.maybe_committed = maybe_committed
-
-
-class Backend(Protocol):
-    async def load(self) -> MemoryState: ...
-
-    async def write(self, flush: Flush) -> None:
-        """Write *flush* in one transaction and commit; raise FlushFailed."""
-
-    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
-
-    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
-
-    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
-
-    async def close(self) -> None: ...
-
-
-async def open_backend(url: str) -> Backend:
+async def open_sql_backend(url: str) -> Backend:
     backend: Backend = SqliteBackend(url) if is_sqlite(url) else PostgresBackend(url)
     return backend
 
@@ -424,6 +400,8 @@ def _translate(exc: BaseException, outage: Callable[[BaseException], bool]) -> B
 class SqliteBackend:
     """SQLite on one worker thread (see the module docstring)."""
 
+    keeps_payloads = True
+
     def __init__(self, url: str) -> None:
         self._engine: Engine = make_sqlite_engine(url)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmpp-queue-wb")
@@ -543,6 +521,8 @@ def _postgres_outage(exc: BaseException) -> bool:
 
 class PostgresBackend:
     """PostgreSQL through one asyncpg connection, reopened after an outage."""
+
+    keeps_payloads = True
 
     def __init__(self, url: str) -> None:
         parsed = make_url(url).set(drivername="postgresql")

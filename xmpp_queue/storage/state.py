@@ -1,4 +1,4 @@
-"""The in-memory half of :class:`~xmpp_queue.storage.write_behind.WriteBehindStore`.
+"""The in-memory half of :class:`~xmpp_queue.storage.store.StateStore`.
 
 Every node, affiliation, subscription and item lives here, with the indexes
 the queue asks for on every operation, so that no read needs the database:
@@ -21,7 +21,7 @@ times cheaper than ``dataclasses.replace``), so a value handed to a caller is
 never changed under it, and identity (``is``) says whether a stored value is
 still the one that was read. Every change of an item goes through
 :meth:`MemoryState.set_item`, which keeps the indexes in step; transactions
-(``write_behind_changes``) record what they replaced through the same path.
+(``changes``) record what they replaced through the same path.
 
 Nothing here imports SQLAlchemy: this module is plain data structures.
 """
@@ -45,7 +45,7 @@ COLD: Final[str] = "\x00payload kept in the database\x00"
 
 Payloads are most of a queued item's size, and a deep backlog is read from
 its head only, so the tail of a long queue keeps its payloads in the database
-(see ``write_behind`` for the policy). A value carrying this marker never
+(see ``store`` for the policy). A value carrying this marker never
 leaves the store: every read that hands items out fetches the payloads first.
 """
 

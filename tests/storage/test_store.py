@@ -1,7 +1,7 @@
-"""WriteBehindStore beyond the contract: rollback, failed commits, restart,
+"""StateStore beyond the contract: rollback, failed commits, restart,
 rows shared with the SQL store, index upkeep, and a SIGKILL in a busy run.
 
-The contract suite itself runs on this store from ``test_contract_write_behind``.
+The contract suite (``conftest.py``) runs on this store over every backend.
 """
 
 from __future__ import annotations
@@ -35,21 +35,19 @@ from xmpp_queue.core.model import (
 )
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
-from xmpp_queue.storage import write_behind_repos, write_behind_state
-from xmpp_queue.storage.sql import SqlStore
-from xmpp_queue.storage.write_behind import WriteBehindStore
-from xmpp_queue.storage.write_behind_db import FlushFailed, SqliteBackend
-from xmpp_queue.storage.write_behind_state import (
+from xmpp_queue.storage import repositories, state
+from xmpp_queue.storage.backend_sql import FlushFailed, SqliteBackend
+from xmpp_queue.storage.state import (
     COLD,
     EMPTY_HEADERS,
     MemoryState,
     NodeState,
     stored_item,
 )
+from xmpp_queue.storage.store import StateStore
 
-from .conftest import SQL_BACKENDS
+from .conftest import SQL_BACKENDS, empty_database
 from .samples import T0, at, item, node, sub
-from .test_contract_write_behind import empty_database
 
 REPO = Path(__file__).resolve().parents[2]
 W1, W2 = "w1@example.org/a", "w2@example.org/b"
@@ -67,8 +65,8 @@ async def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def wb(url: str) -> AsyncIterator[WriteBehindStore]:
-    store = await WriteBehindStore.open(url)
+async def wb(url: str) -> AsyncIterator[StateStore]:
+    store = await StateStore.open(url)
     yield store
     await store.close()
 
@@ -213,7 +211,7 @@ async def touch_everything(tx: Any) -> None:
 
 
 async def test_leaving_without_commit_restores_memory_and_its_indexes(
-    wb: WriteBehindStore, url: str
+    wb: StateStore, url: str
 ) -> None:
     await seed(wb)
     before = await view(wb)
@@ -222,7 +220,7 @@ async def test_leaving_without_commit_restores_memory_and_its_indexes(
     check_indexes(wb.state)
     assert await view(wb) == before
     # ... and memory still equals the database.
-    again = await WriteBehindStore.open(url)
+    again = await StateStore.open(url)
     try:
         assert await view(again) == before
     finally:
@@ -230,7 +228,7 @@ async def test_leaving_without_commit_restores_memory_and_its_indexes(
 
 
 async def test_a_committed_churn_reads_back_the_same_after_a_restart(
-    wb: WriteBehindStore, url: str
+    wb: StateStore, url: str
 ) -> None:
     await seed(wb)
     async with wb.transaction() as tx:
@@ -241,21 +239,15 @@ async def test_a_committed_churn_reads_back_the_same_after_a_restart(
     # i1 waits for its retry delay, i4 and i2 are locked; i3 came back with a new seq.
     assert after["jobs"]["ready"] == ["i6", "h", "i7", "i3"]
     assert after["gone"]["items"][0].item_id == "g2" and len(after["gone"]["items"]) == 1
-    again = await WriteBehindStore.open(url)
+    again = await StateStore.open(url)
     try:
         assert await view(again) == after
         check_indexes(again.state)
     finally:
         await again.close()
-    # The SQL store reads the same rows the same way.
-    sql = await SqlStore.open(url)
-    try:
-        assert await view(sql) == after
-    finally:
-        await sql.close()
 
 
-async def test_an_exception_in_the_block_rolls_back_and_propagates(wb: WriteBehindStore) -> None:
+async def test_an_exception_in_the_block_rolls_back_and_propagates(wb: StateStore) -> None:
     await seed(wb)
     before = await view(wb)
     with pytest.raises(KeyError):
@@ -265,7 +257,7 @@ async def test_an_exception_in_the_block_rolls_back_and_propagates(wb: WriteBehi
     assert await view(wb) == before
 
 
-async def test_writes_after_a_commit_in_the_same_block_roll_back(wb: WriteBehindStore) -> None:
+async def test_writes_after_a_commit_in_the_same_block_roll_back(wb: StateStore) -> None:
     async with wb.transaction() as tx:
         await tx.nodes.add(node("jobs"))
         await tx.commit()
@@ -276,7 +268,7 @@ async def test_writes_after_a_commit_in_the_same_block_roll_back(wb: WriteBehind
 
 
 async def test_a_rollback_that_restores_removed_items_keeps_publish_order(
-    wb: WriteBehindStore,
+    wb: StateStore,
 ) -> None:
     async with wb.transaction() as tx:
         await tx.nodes.add(node("jobs", queue=True))
@@ -296,7 +288,7 @@ async def test_a_rollback_that_restores_removed_items_keeps_publish_order(
 # --- failed commits -------------------------------------------------------------------
 
 
-async def _committed_node(store: WriteBehindStore) -> None:
+async def _committed_node(store: StateStore) -> None:
     async with store.transaction() as tx:
         await tx.nodes.add(node("jobs", queue=True))
         await tx.items.put(item("jobs", "i1"))
@@ -306,7 +298,7 @@ async def _committed_node(store: WriteBehindStore) -> None:
 async def test_a_failed_write_rolls_memory_back_and_reports_an_outage(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
         before = await view(store)
@@ -335,7 +327,7 @@ async def test_a_write_refused_by_a_constraint_raises_the_driver_error(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A constraint the core should have guarded is a bug: it propagates as is."""
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
         # Make the database disagree with memory behind the store's back.
@@ -360,7 +352,7 @@ async def test_an_uncertain_commit_makes_the_next_transaction_reload(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """COMMIT failed but the database kept the batch: memory must follow the database."""
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
         real = SqliteBackend._write
@@ -383,10 +375,10 @@ async def test_an_uncertain_commit_makes_the_next_transaction_reload(
         await store.close()
 
 
-async def test_the_batcher_retries_a_batch_whose_commit_failed_once(
+async def test_a_failed_commit_fails_every_operation_of_its_batch(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     service = PubSubService(store, lambda: T0, lambda: uuid.uuid4().hex, ServiceSettings())
     await service.start()
     try:
@@ -402,14 +394,21 @@ async def test_the_batcher_retries_a_batch_whose_commit_failed_once(
             real(self, plan)
 
         monkeypatch.setattr(SqliteBackend, "_write", flaky)
-        ids = await asyncio.gather(
-            *(service.publish(owner, "q", f"i{n}", "<x/>", 4) for n in range(5))
+        results = await asyncio.gather(
+            *(service.publish(owner, "q", f"i{n}", "<x/>", 4) for n in range(5)),
+            return_exceptions=True,
         )
-        assert [o.value for o in ids] == [f"i{n}" for n in range(5)]
+        # No answer claims success, and memory is back at the last commit.
+        assert all(isinstance(r, StorageUnavailable) for r in results), results
         async with store.transaction() as tx:
-            assert await tx.items.oldest_ids("q", 9) == [f"i{n}" for n in range(5)]
-            published = [e.item_id for e in await tx.ledger.events("q")]
-        assert published == [f"i{n}" for n in range(5)]  # each once
+            assert await tx.items.oldest_ids("q", 9) == []
+            assert await tx.ledger.events("q") == []
+        # The next batch commits normally, each item once.
+        again = await service.publish(owner, "q", "i0", "<x/>", 4)
+        assert again.value == "i0"
+        async with store.transaction() as tx:
+            assert await tx.items.oldest_ids("q", 9) == ["i0"]
+            assert [e.item_id for e in await tx.ledger.events("q")] == ["i0"]
     finally:
         await service.stop()
         await store.close()
@@ -418,7 +417,7 @@ async def test_the_batcher_retries_a_batch_whose_commit_failed_once(
 # --- what reaches the database ---------------------------------------------------------
 
 
-async def test_only_the_net_change_is_written(wb: WriteBehindStore) -> None:
+async def test_only_the_net_change_is_written(wb: StateStore) -> None:
     await seed(wb)
     async with wb.transaction() as tx:
         await tx.items.put(item("jobs", "brief"))
@@ -440,7 +439,7 @@ async def test_only_the_net_change_is_written(wb: WriteBehindStore) -> None:
 async def test_a_read_only_transaction_never_reaches_the_database(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
 
@@ -457,7 +456,7 @@ async def test_a_read_only_transaction_never_reaches_the_database(
 
 
 async def test_seq_is_never_handed_out_twice_across_restarts(url: str) -> None:
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     async with store.transaction() as tx:
         await tx.nodes.add(node("jobs"))
         seqs = [(await tx.items.put(item("jobs", f"i{n}"))).seq for n in range(3)]
@@ -467,46 +466,13 @@ async def test_seq_is_never_handed_out_twice_across_restarts(url: str) -> None:
         assert await tx.items.remove("jobs", "i2")  # the newest
         await tx.commit()
     await store.close()
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     async with store.transaction() as tx:
         again = await tx.items.put(item("jobs", "i3"))
         await tx.subscriptions.add(sub("jobs", W2, "s2"))
         await tx.commit()
     await store.close()
     assert again.seq > seqs[-1]
-    # A writer using the database's own counters (the SQL store) does not collide.
-    sql = await SqlStore.open(url)
-    try:
-        async with sql.transaction() as tx:
-            other = await tx.items.put(item("jobs", "from-sql"))
-            await tx.subscriptions.add(sub("jobs", "w3@example.org", "s3"))
-            await tx.commit()
-        async with sql.transaction() as tx:
-            subs = [s.subid for s in await tx.subscriptions.for_node("jobs")]
-    finally:
-        await sql.close()
-    assert other.seq > again.seq
-    assert subs == ["s1", "s2", "s3"]
-
-
-async def test_rows_written_by_the_sql_store_load_into_memory(url: str) -> None:
-    sql = await SqlStore.open(url)
-    try:
-        await seed(sql)
-        expected = await view(sql)
-    finally:
-        await sql.close()
-    store = await WriteBehindStore.open(url)
-    try:
-        assert await view(store) == expected
-        check_indexes(store.state)
-        async with store.transaction() as tx:  # and the deadlines work from memory
-            due = await tx.items.expired_locks(at(35), 10)
-            assert [i.item_id for i in due] == ["i1"]
-            ready = await tx.items.next_ready("jobs", at(25), 10)
-            assert [i.item_id for i in ready] == ["i3", "i4", "i5", "i6", "h"]
-    finally:
-        await store.close()
 
 
 # --- memory indexes (no database) ---------------------------------------------------------
@@ -581,7 +547,7 @@ def test_a_deep_backlog_is_served_from_its_head_with_exact_bookkeeping() -> None
 
 
 async def _prepare_queue(url: str) -> None:
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     service = PubSubService(
         store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
     )
@@ -602,7 +568,7 @@ async def _run_and_kill(url: str, answers: int) -> list[str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.storage.write_behind_workload",
+        "tests.storage.store_workload",
         url,
         cwd=REPO,
         env=env,
@@ -631,7 +597,7 @@ async def test_sigkill_mid_run_loses_no_acknowledged_write(url: str) -> None:
     acked = {line[2:] for line in lines if line.startswith("A ")}
     assert len(acked) >= 400
 
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     service = PubSubService(
         store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
     )
@@ -664,13 +630,13 @@ async def test_sigkill_mid_run_loses_no_acknowledged_write(url: str) -> None:
                 assert stored.lock_expires_at > stored.locked_at
         assert all(0 < n <= 8 for n in loads.values())
         assert sum(loads.values()) == sum(1 for i in items.values() if i.locked_by)
-        sql = await SqlStore.open(url)  # the database says the same to the SQL store
+        reread = await StateStore.open(url)  # the database says the same when read again
         try:
-            async with sql.transaction() as tx:
-                sql_items = (await tx.items.page("q", PageRequest())).items
+            async with reread.transaction() as tx:
+                reread_items = (await tx.items.page("q", PageRequest())).items
         finally:
-            await sql.close()
-        assert {i.item_id: i for i in sql_items} == items
+            await reread.close()
+        assert {i.item_id: i for i in reread_items} == items
 
         # Restart the service on it: every stored item is acked exactly once.
         await service.start()
@@ -703,7 +669,7 @@ async def test_sigkill_mid_run_loses_no_acknowledged_write(url: str) -> None:
 # --- values ----------------------------------------------------------------------------
 
 
-async def test_items_are_stored_once_and_shared_not_copied(wb: WriteBehindStore) -> None:
+async def test_items_are_stored_once_and_shared_not_copied(wb: StateStore) -> None:
     async with wb.transaction() as tx:
         await tx.nodes.add(node("jobs", queue=True))
         put = await tx.items.put(item("jobs", "i1", headers={}))
@@ -715,7 +681,7 @@ async def test_items_are_stored_once_and_shared_not_copied(wb: WriteBehindStore)
 
 
 async def test_writes_to_a_missing_node_are_refused_before_any_change(
-    wb: WriteBehindStore,
+    wb: StateStore,
 ) -> None:
     async with wb.transaction() as tx:
         with pytest.raises(ValueError):
@@ -737,7 +703,7 @@ def test_stored_items_refuse_naive_times() -> None:
     assert shifted.published_at.tzinfo is UTC
 
 
-async def test_subscription_state_survives_a_restart(wb: WriteBehindStore, url: str) -> None:
+async def test_subscription_state_survives_a_restart(wb: StateStore, url: str) -> None:
     pending = dataclasses.replace(
         sub("mail", W1, "s1"),
         state=SubscriptionState.PENDING,
@@ -747,7 +713,7 @@ async def test_subscription_state_survives_a_restart(wb: WriteBehindStore, url: 
         await tx.nodes.add(node("mail"))
         await tx.subscriptions.add(pending)
         await tx.commit()
-    again = await WriteBehindStore.open(url)
+    again = await StateStore.open(url)
     try:
         async with again.transaction() as tx:
             assert await tx.subscriptions.get("mail", "s1") == pending
@@ -758,16 +724,16 @@ async def test_subscription_state_survives_a_restart(wb: WriteBehindStore, url: 
 # --- payloads kept in the database -------------------------------------------------------
 
 
-def _cold_ids(store: WriteBehindStore, node_id: str) -> set[str]:
+def _cold_ids(store: StateStore, node_id: str) -> set[str]:
     return {i.item_id for i in store.state.nodes[node_id].items.values() if i.payload is COLD}
 
 
 async def test_the_tail_of_a_long_queue_keeps_its_payloads_in_the_database(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(write_behind_state, "HOT_WINDOW", 4)
-    monkeypatch.setattr(write_behind_repos, "PREFETCH", 3)
-    store = await WriteBehindStore.open(url)
+    monkeypatch.setattr(state, "HOT_WINDOW", 4)
+    monkeypatch.setattr(repositories, "PREFETCH", 3)
+    store = await StateStore.open(url)
     try:
         async with store.transaction() as tx:
             await tx.nodes.add(node("jobs", queue=True))
@@ -797,18 +763,18 @@ async def test_the_tail_of_a_long_queue_keeps_its_payloads_in_the_database(
             # A purge may hand items back without payloads; never with the marker.
             assert all(i.payload is None or i.payload.startswith("<") for i in removed)
             # (rolled back: left without commit)
-        again = await WriteBehindStore.open(url)  # loads every payload cold
+        again = await StateStore.open(url)  # loads every payload cold
         try:
             assert _cold_ids(again, "jobs") == {f"i{n}" for n in range(12)}
             assert await view(again) == await view(store)
         finally:
             await again.close()
-        sql = await SqlStore.open(url)
+        reread = await StateStore.open(url)
         try:
-            async with sql.transaction() as tx:
+            async with reread.transaction() as tx:
                 i5, i6 = await tx.items.get("jobs", "i5"), await tx.items.get("jobs", "i6")
         finally:
-            await sql.close()
+            await reread.close()
         assert i5 is not None and (i5.payload, i5.locked_by, i5.lock_expires_at) == (
             "<job n='5'/>",
             "s1",
@@ -822,12 +788,12 @@ async def test_the_tail_of_a_long_queue_keeps_its_payloads_in_the_database(
 async def test_a_cold_item_that_is_never_read_is_never_fetched(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
     finally:
         await store.close()
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     fetched: list[list[str]] = []
     real = SqliteBackend.payloads
 
@@ -852,7 +818,7 @@ async def test_a_commit_cancelled_mid_write_is_not_abandoned(
 ) -> None:
     """The caller is cancelled while the write runs: the write still finishes,
     and the next transaction trusts the database, not the rolled-back memory."""
-    store = await WriteBehindStore.open(sqlite_url)
+    store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
         real = SqliteBackend._write

@@ -1,6 +1,6 @@
-"""A busy queue on a WriteBehindStore, run as a child process by the kill -9 test.
+"""A busy queue on a StateStore, run as a child process by the kill -9 test.
 
-``python -m tests.storage.write_behind_workload URL`` publishes to the queue
+``python -m tests.storage.store_workload URL`` publishes to the queue
 node ``q`` (created by the test) at full speed with four workers that ack
 everything they get, and prints one line per fact the outside world was told:
 
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from xmpp_queue.core.effects import Effect, ItemNotice
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService, ServiceSettings
-from xmpp_queue.storage.write_behind import WriteBehindStore
+from xmpp_queue.storage.store import StateStore
 
 OWNER = Actor("owner@example.org/test")
 WORKERS = {f"w{n}@example.org/r": Actor(f"w{n}@example.org/r") for n in range(4)}
@@ -34,7 +34,7 @@ def tell(line: str) -> None:
 
 
 async def main(url: str) -> None:
-    store = await WriteBehindStore.open(url)
+    store = await StateStore.open(url)
     service = PubSubService(
         store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
     )

@@ -3,7 +3,7 @@
 The write-behind store reads every node, affiliation, subscription and item
 once, at open (and again after a commit whose outcome is unknown). The column
 orders below are shared by the load queries and the write statements
-(``write_behind_db``), so a row read and a row written line up.
+(``backend_sql``), so a row read and a row written line up.
 
 Memory matters here: a queue may hold millions of items. Repeated strings
 (node ids, publishers, lock holders) are shared, equal timestamps of one row
@@ -18,7 +18,7 @@ from typing import Any
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
 from xmpp_queue.storage import codec
-from xmpp_queue.storage.write_behind_state import (
+from xmpp_queue.storage.state import (
     COLD,
     EMPTY_HEADERS,
     MemoryState,

@@ -32,10 +32,10 @@ from xmpp_queue.core.model import (
     Subscription,
     bare,
 )
+from xmpp_queue.core.paging import page_of
 from xmpp_queue.core.ports import QueueStats
-from xmpp_queue.storage.memory import page_of
-from xmpp_queue.storage.write_behind_changes import ChangeSet
-from xmpp_queue.storage.write_behind_state import (
+from xmpp_queue.storage.changes import ChangeSet
+from xmpp_queue.storage.state import (
     COLD,
     PREFETCH,
     MemoryState,
@@ -58,7 +58,7 @@ def _node_state(state: MemoryState, node_id: str) -> NodeState:
     return ns
 
 
-class WbNodes:
+class NodesRepo:
     def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
         self._s = state
         self._c = changes
@@ -92,7 +92,7 @@ class WbNodes:
         return [ns.node for _, ns in sorted(self._s.nodes.items())]
 
 
-class WbAffiliations:
+class AffiliationsRepo:
     def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
         self._s = state
         self._c = changes
@@ -138,7 +138,7 @@ def _utc_subscription(sub: Subscription) -> Subscription:
     return dataclasses.replace(sub, created_at=created, last_activity=last)
 
 
-class WbSubscriptions:
+class SubscriptionsRepo:
     def __init__(self, state: MemoryState, changes: ChangeSet) -> None:
         self._s = state
         self._c = changes
@@ -195,7 +195,7 @@ class PayloadReader(Protocol):
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
 
 
-class WbItems:
+class ItemsRepo:
     def __init__(self, state: MemoryState, changes: ChangeSet, reader: PayloadReader) -> None:
         self._s = state
         self._c = changes
@@ -421,7 +421,7 @@ class LedgerReader(Protocol):
     async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
 
 
-class WbLedger:
+class LedgerRepo:
     """Appends are buffered until commit; reads are committed rows + pending ones."""
 
     def __init__(self, changes: ChangeSet, reader: LedgerReader) -> None:

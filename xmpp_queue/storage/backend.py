@@ -1,0 +1,63 @@
+"""What the store needs from persistence: load the state once, write each commit.
+
+The store (``store.py``) keeps the whole state in memory and is the only
+implementation of the core's ports; a backend only persists. Three exist:
+
+- ``backend_memory.MemoryBackend``: nothing persists (unit, protocol and admin
+  tests; ``demo --memory``); committed ledger rows are kept in a list so ledger
+  reads behave as with a database;
+- ``backend_sql.SqliteBackend`` and ``backend_sql.PostgresBackend``: the
+  migrated schema, written with one transaction per commit.
+
+A backend reports a failed write as :class:`FlushFailed`, saying whether the
+database may have committed anyway (then the store reloads rather than guess).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.state import MemoryState
+
+
+class FlushFailed(Exception):
+    """A write failed. ``maybe_committed``: the failure came with or after COMMIT,
+    so the database may hold the batch after all (memory must be reloaded)."""
+
+    def __init__(self, error: BaseException, maybe_committed: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.maybe_committed = maybe_committed
+
+
+class Backend(Protocol):
+    keeps_payloads: bool
+    """Whether payloads written can be read back (:meth:`payloads`): if so, the
+    store may drop waiting items' payloads from memory after a commit."""
+
+    async def load(self) -> MemoryState: ...
+
+    async def write(self, flush: Flush) -> None:
+        """Write *flush* in one transaction and commit; raise FlushFailed."""
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_backend(url: str | None) -> Backend:
+    """The backend for a database URL; None means no persistence at all."""
+    if url is None:
+        from xmpp_queue.storage.backend_memory import MemoryBackend
+
+        return MemoryBackend()
+    from xmpp_queue.storage.backend_sql import open_sql_backend
+
+    return await open_sql_backend(url)
