@@ -149,7 +149,7 @@ async def run(
         profiler.disable()
         profiler.dump_stats(profile)  # type: ignore[arg-type]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    batcher = service._batcher
+    batcher = service._ctx.batcher
     print(
         f"store={kind} db={'sqlite' if is_sqlite(url) else 'postgresql'} items={items} "
         f"backlog={backlog} window={window}: {total / wall:,.0f} items/s, "

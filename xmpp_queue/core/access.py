@@ -14,7 +14,6 @@ from xmpp_queue.core.errors import (
     BadRequest,
     ClosedNode,
     Forbidden,
-    NodeNotFound,
     Outcast,
     SubscriptionRequired,
 )
@@ -42,13 +41,6 @@ def check_id(value: str, what: str) -> str:
     if _CONTROL.search(value):
         raise BadRequest(f"{what} contains control characters")
     return value
-
-
-async def load_node(tx: Transaction, node_id: str) -> Node:
-    node = await tx.nodes.get(node_id)
-    if node is None:
-        raise NodeNotFound(node_id)
-    return node
 
 
 async def affiliation_of(

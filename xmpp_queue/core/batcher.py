@@ -41,12 +41,15 @@ log = logging.getLogger("xmpp_queue.core.batcher")
 @dataclass(slots=True)
 class Work:
     """What an operation sees: the shared transaction, its own clock reading and
-    its own list of effects."""
+    its own list of effects. ``touched`` names the nodes the operation loaded
+    (in order): the service settles each of them once at the operation's end
+    (a queue node dispatches what became possible)."""
 
     tx: Transaction
     now: datetime
     effects: list[Effect] = field(default_factory=list)
     deadlines_changed: bool = False
+    touched: dict[str, None] = field(default_factory=dict)
 
 
 Operation = Callable[[Work], Awaitable[T]]

@@ -11,6 +11,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
+
+from xmpp_queue.core.model import Item
 
 
 class EventKind(enum.StrEnum):
@@ -36,3 +39,18 @@ class LedgerEvent:
     subscriber: str | None = None
     deliveries: int = 0
     payload_size: int = 0
+
+
+class _Appends(Protocol):
+    def append(self, event: LedgerEvent) -> None: ...
+
+
+def record(
+    ledger: _Appends, at: datetime, kind: EventKind, item: Item, subscriber: str | None = None
+) -> None:
+    """Append the row for *kind* happening to *item* (its delivery count and size as now)."""
+    ledger.append(
+        LedgerEvent(
+            at, kind, item.node, item.item_id, subscriber, item.deliveries, item.payload_size
+        )
+    )

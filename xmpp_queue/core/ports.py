@@ -13,7 +13,7 @@ here commits on its own. A repository raises core errors, never driver errors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,6 +120,23 @@ class ItemRepository(Protocol):
 
     async def remove(self, node_id: str, item_id: str) -> bool:
         """Delete; False when it was already gone."""
+
+    async def move(
+        self,
+        node_id: str,
+        item_id: str,
+        target_node: str,
+        target_item_id: str,
+        headers: Mapping[str, str],
+        at: datetime,
+    ) -> Item:
+        """Move an item to another node in one step (dead letters, redrive).
+
+        It leaves *node_id* and becomes *target_item_id* of *target_node*: last in
+        publish order, unlocked, with no deliveries, published at *at*, its payload
+        and publisher kept, its headers replaced by *headers*. An item with that id
+        already in the target is replaced. Both nodes must exist; returns the item.
+        """
 
     async def remove_all(self, node_id: str) -> list[Item]:
         """Purge: delete every item of the node and return them (payloads may be None)."""

@@ -6,113 +6,120 @@ client's fault, and returns either a plain value (reads) or an
 :class:`Outcome` (writes: the value and the notifications to send, handed out
 only after the change committed).
 
-Each operation body is a coroutine over one :class:`Work` run by the
-:class:`CommitBatcher` (group commit, one writer). Bodies follow one shape:
-guards (may raise, never write), then writes and ledger rows, then effects.
-Queue mechanics live in :class:`QueueEngine`; admin views in ``service_admin``.
+Each write is a coroutine over one :class:`Work`, run by the commit batcher in
+its own savepoint: whatever it raises undoes exactly its changes. Bodies keep
+one shape (guards, then writes and ledger rows, then effects) for readability,
+but all-or-nothing does not depend on it. What a node's type changes
+(ordinary or queue) is asked of its policy (``node_types``); the nodes an
+operation touched are settled once at its end (a queue dispatches there).
+Admin levers and views are a part of their own (``service_admin``), composed
+in, like the policies.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
 
-from xmpp_queue.core.access import (
-    check_access,
-    check_id,
-    load_node,
-    own_subscriptions,
-    require,
-)
+from xmpp_queue.core.access import check_access, check_id, own_subscriptions, require
+from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
-from xmpp_queue.core.capabilities import Action, may, may_publish
+from xmpp_queue.core.capabilities import Action, may_publish
+from xmpp_queue.core.context import ServiceContext, ServiceSettings
 from xmpp_queue.core.effects import (
     AuthorizationRequest,
     ConfigNotice,
-    DeleteNotice,
-    ItemNotice,
-    NoticeItem,
     Outcome,
-    PurgeNotice,
-    RetractNotice,
     SubscriptionNotice,
-    UnlockNotice,
 )
 from xmpp_queue.core.errors import (
     BadRequest,
     Forbidden,
     InvalidJid,
-    InvalidNodeConfig,
     InvalidSubId,
     ItemForbidden,
-    ItemNotFound,
     NodeExists,
-    NodeFull,
-    NotAQueue,
     NotSubscribed,
     PayloadRequired,
     PayloadTooBig,
-    QueueConfigurationRequired,
     SubIdRequired,
 )
-from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import (
     AccessModel,
     Actor,
     Affiliation,
     AffiliationEntry,
-    Item,
     ItemPage,
     Node,
     NodeConfig,
     PageRequest,
-    SendLastPublished,
     Subscription,
     SubscriptionState,
     bare,
 )
 from xmpp_queue.core.node_config import (
-    QUEUE_REQUESTS,
     SubscribeOptions,
     apply_config,
     check_preconditions,
     parse_subscribe_options,
 )
-from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
-from xmpp_queue.core.queue.locks import Release, check_release
-from xmpp_queue.core.service_admin import AdminViews
-from xmpp_queue.core.service_base import ServiceSettings
+from xmpp_queue.core.node_types import NodeTypes
+from xmpp_queue.core.ports import Clock, IdFactory, Store
+from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
+from xmpp_queue.core.service_admin import AdminLevers
 
 __all__ = ["PubSubService", "ServiceSettings"]
 
-T = TypeVar("T")
 FormValues = Mapping[str, Sequence[str]]
 log = logging.getLogger("xmpp_queue.service")
 
 
-def _options_of(sub: Subscription) -> SubscribeOptions:
-    deliver = sub.options.get("pubsub#deliver", ("1",))[0] not in ("0", "false")
-    return SubscribeOptions(sub.queue_requests, deliver, dict(sub.options))
-
-
-class PubSubService(AdminViews):
+class PubSubService:
     """The XEP-0060 + XEP-0254 service (see the module docstring)."""
+
+    def __init__(
+        self, store: Store, clock: Clock, new_id: IdFactory, settings: ServiceSettings
+    ) -> None:
+        self._ctx = ctx = ServiceContext(store, clock, new_id, settings)
+        self._types = NodeTypes(ctx)
+        ctx.settle = self._types.settle
+        self.admin = AdminLevers(ctx, self._types)
+        self.store = store
+        self.clock = clock
+        self.settings = settings
+        self.started_at = ctx.started_at
+
+    # --- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the commit batcher. Call tick() after it to catch up on time spent down."""
+        self._ctx.batcher.start()
+
+    async def stop(self) -> None:
+        """Finish the operations in flight, then stop."""
+        await self._ctx.batcher.stop()
+
+    def on_deadline_change(self, listener: Callable[[datetime | None], None]) -> None:
+        """Register the scheduler: called with the new earliest deadline after each
+        batch that may have changed it."""
+        self._ctx.on_deadline_change(listener)
 
     # --- discovery and reads ----------------------------------------------------------
     def default_config(self) -> NodeConfig:
         return self.settings.default_config
 
+    def default_subscribe_options(self, queue: bool) -> SubscribeOptions:
+        return SubscribeOptions(queue_requests=1 if queue else None, deliver=True, raw={})
+
     async def get_node(self, actor: Actor, node: str) -> Node:
-        return await self._read(lambda w: load_node(w.tx, node))
+        return await self._ctx.read(lambda w: self._ctx.node(w, node))
 
     async def list_nodes(self, actor: Actor) -> list[Node]:
         async def op(w: Work) -> list[Node]:
             return await w.tx.nodes.all()
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def get_items(
         self,
@@ -126,8 +133,8 @@ class PubSubService(AdminViews):
         """§6.5: all items, the max_items newest, some by id, or an RSM page."""
 
         async def op(w: Work) -> ItemPage:
-            n = await load_node(w.tx, node)
-            aff = await self._affiliation(w, node, actor)
+            n = await self._ctx.node(w, node)
+            aff = await self._ctx.affiliation(w, node, actor)
             subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
             check_access(n, aff, Action.RETRIEVE, subs)
             if subid is not None and not any(s.subid == subid for s in subs):
@@ -143,36 +150,42 @@ class PubSubService(AdminViews):
                 return ItemPage(items=tuple(latest), count=len(latest))
             return await w.tx.items.page(node, page or PageRequest())
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def own_subscriptions(self, actor: Actor, node: str | None = None) -> list[Subscription]:
         async def op(w: Work) -> list[Subscription]:
             if node is not None:
-                await load_node(w.tx, node)
+                await self._ctx.node(w, node)
             subs = await w.tx.subscriptions.for_account(actor.bare)
             return [s for s in subs if node is None or s.node == node]
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def own_affiliations(
         self, actor: Actor, node: str | None = None
     ) -> list[AffiliationEntry]:
         async def op(w: Work) -> list[AffiliationEntry]:
             if node is not None:
-                await load_node(w.tx, node)
+                await self._ctx.node(w, node)
             entries = await w.tx.affiliations.for_jid(actor.bare)
             return [e for e in entries if node is None or e.node == node]
 
-        return await self._read(op)
+        return await self._ctx.read(op)
+
+    async def next_deadline(self) -> datetime | None:
+        async def op(w: Work) -> datetime | None:
+            return await w.tx.items.next_deadline(w.now)
+
+        return await self._ctx.read(op)
 
     # --- owner use cases (§8) -----------------------------------------------------------
     async def create_node(
         self, actor: Actor, node: str | None, config: FormValues | None = None
     ) -> Outcome[str]:
         """§8.1: node None = instant node. Returns the node id."""
-        node_id = check_id(node, "node id") if node is not None else self.new_id()
+        node_id = check_id(node, "node id") if node is not None else self._ctx.new_id()
         cfg = apply_config(self.settings.default_config, config or {})
-        self._validate_node_config(node_id, cfg)
+        self._types.for_config(cfg).validate(node_id, cfg)
 
         async def op(w: Work) -> str:
             if await w.tx.nodes.get(node_id) is not None:
@@ -188,112 +201,68 @@ class PubSubService(AdminViews):
             )
             return node_id
 
-        return await self._run(op)
-
-    def _validate_node_config(self, node_id: str, cfg: NodeConfig) -> None:
-        if not cfg.queue:
-            return
-        if not cfg.persist_items:
-            raise InvalidNodeConfig("pubsub#persist_items", "a queue node must persist items")
-        if dead_letter_node(node_id, cfg) == node_id:
-            raise InvalidNodeConfig("pubsub#queue_dead_letter", "must name another node")
+        return await self._ctx.run(op)
 
     async def get_config(self, actor: Actor, node: str) -> NodeConfig:
         async def op(w: Work) -> NodeConfig:
-            n = await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.CONFIGURE)
+            n = await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.CONFIGURE)
             return n.config
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def configure_node(
         self, actor: Actor, node: str, values: FormValues
     ) -> Outcome[NodeConfig]:
         async def op(w: Work) -> NodeConfig:
-            n = await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.CONFIGURE)
+            n = await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.CONFIGURE)
             cfg = apply_config(n.config, values)
-            self._validate_node_config(node, cfg)
-            if n.config.queue and not cfg.queue and (await w.tx.items.in_flight(node)):
-                raise InvalidNodeConfig("pubsub#queue", "items are locked; purge or wait")
+            before, after = self._types.of(n), self._types.for_config(cfg)
+            after.validate(node, cfg)
+            if after is not before:
+                await before.may_leave(w, n, cfg)
             await w.tx.nodes.update_config(node, cfg)
-            updated = dataclasses.replace(n, config=cfg)
             if cfg.notify_config:
                 payload = cfg if cfg.deliver_payloads else None
-                for jid in await self._subscriber_jids(w, node):
+                for jid in await subscriber_jids(w.tx, node):
                     w.effects.append(ConfigNotice(jid, node, payload))
-            if cfg.queue:
-                await self.queue.dispatch(w, updated)
             return cfg
 
-        return await self._run(op)
-
-    async def _subscriber_jids(self, w: Work, node: str) -> list[str]:
-        subs = await w.tx.subscriptions.for_node(node)
-        return list(dict.fromkeys(s.jid for s in subs if s.state is SubscriptionState.SUBSCRIBED))
+        return await self._ctx.run(op)
 
     async def delete_node(
         self, actor: Actor, node: str, redirect: str | None = None
     ) -> Outcome[None]:
         async def op(w: Work) -> None:
-            n = await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.DELETE)
-            jids = await self._subscriber_jids(w, node)
-            await self._tell_holders(w, n, "deleted")
-            if n.config.queue:
-                for item in await w.tx.items.remove_all(node):
-                    self._ledger(w, EventKind.PURGED, item)
-            await w.tx.nodes.remove(node)
-            self.queue.forget_node(node)
-            if n.config.notify_delete:
-                w.effects.extend(DeleteNotice(j, node, redirect, n.config.queue) for j in jids)
-            w.deadlines_changed = True
+            n = await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.DELETE)
+            await self._types.of(n).delete(w, n, redirect)
             log.info("event=node_deleted node=%s by=%s", node, actor.bare or "system")
 
-        return await self._run(op)
-
-    async def _tell_holders(self, w: Work, n: Node, reason: str) -> None:
-        """Purge/delete of a queue node: every lock holder hears its item is gone."""
-        if not n.config.queue:
-            return
-        for item in await w.tx.items.locked(n.node_id):
-            if item.lock_jid:
-                w.effects.append(UnlockNotice(item.lock_jid, n.node_id, item.item_id, reason))
+        return await self._ctx.run(op)
 
     async def purge_node(self, actor: Actor, node: str) -> Outcome[int]:
         """§8.5; returns how many items were removed."""
 
         async def op(w: Work) -> int:
-            n = await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.PURGE)
-            await self._tell_holders(w, n, "purged")
-            removed = await w.tx.items.remove_all(node)
-            if n.config.queue:
-                for item in removed:
-                    self._ledger(w, EventKind.PURGED, item)
-            if n.config.notify_retract or n.config.queue:
-                w.effects.extend(
-                    PurgeNotice(j, node, n.config.queue)
-                    for j in await self._subscriber_jids(w, node)
-                )
-            w.deadlines_changed = True
+            n = await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.PURGE)
+            removed = await self._types.of(n).purge(w, n)
             log.info(
-                "event=node_purged node=%s items=%d by=%s",
-                node,
-                len(removed),
-                actor.bare or "system",
+                "event=node_purged node=%s items=%d by=%s", node, removed, actor.bare or "system"
             )
-            return len(removed)
+            return removed
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def get_node_subscriptions(self, actor: Actor, node: str) -> list[Subscription]:
         async def op(w: Work) -> list[Subscription]:
-            await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.MANAGE)
+            await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
             return await w.tx.subscriptions.for_node(node)
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def set_node_subscriptions(
         self,
@@ -301,11 +270,12 @@ class PubSubService(AdminViews):
         node: str,
         changes: Sequence[tuple[str, SubscriptionState, str | None]],
     ) -> Outcome[None]:
-        """§8.8.2: (jid, new state, subid) per change; state NONE removes."""
+        """§8.8.2: (jid, new state, subid) per change; state NONE removes. All or none."""
 
         async def op(w: Work) -> None:
-            n = await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.MANAGE)
+            n = await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
+            policy = self._types.of(n)
             for jid, state, subid in changes:
                 existing = [
                     s
@@ -319,35 +289,29 @@ class PubSubService(AdminViews):
                     for s in existing:
                         await w.tx.subscriptions.update(dataclasses.replace(s, state=state))
                 else:
-                    if n.config.queue and state is SubscriptionState.SUBSCRIBED:
-                        raise BadRequest(
-                            f"{jid}: queue subscriptions need queue_requests; "
-                            "the worker subscribes itself"
-                        )
+                    policy.check_owner_subscription(n, jid, state)
                     await w.tx.subscriptions.add(
-                        Subscription(node, jid, subid or self.new_id(), state, w.now)
+                        Subscription(node, jid, subid or self._ctx.new_id(), state, w.now)
                     )
                 current = existing[0].subid if existing else subid
                 w.effects.append(SubscriptionNotice(jid, node, jid, state, current))
-            if n.config.queue:
-                await self.queue.dispatch(w, n)
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def get_node_affiliations(self, actor: Actor, node: str) -> list[AffiliationEntry]:
         async def op(w: Work) -> list[AffiliationEntry]:
-            await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.MANAGE)
+            await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
             return await w.tx.affiliations.for_node(node)
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def set_node_affiliations(
         self, actor: Actor, node: str, changes: Sequence[tuple[str, Affiliation]]
     ) -> Outcome[None]:
         async def op(w: Work) -> None:
-            await load_node(w.tx, node)
-            require(await self._affiliation(w, node, actor), Action.MANAGE)
+            await self._ctx.node(w, node)
+            require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
             current = {e.jid: e.affiliation for e in await w.tx.affiliations.for_node(node)}
             for jid, affiliation in changes:
                 current[bare(jid)] = affiliation
@@ -360,7 +324,7 @@ class PubSubService(AdminViews):
                         if bare(s.jid) == bare(jid):
                             await w.tx.subscriptions.remove(node, s.subid)
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     # --- publisher (§7) ----------------------------------------------------------------
     async def publish(
@@ -378,8 +342,8 @@ class PubSubService(AdminViews):
             check_id(item_id, "item id")
 
         async def op(w: Work) -> str:
-            n = await load_node(w.tx, node)
-            aff = await self._affiliation(w, node, actor)
+            n = await self._ctx.node(w, node)
+            aff = await self._ctx.affiliation(w, node, actor)
             subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
             subscribed = any(s.state is SubscriptionState.SUBSCRIBED for s in subs)
             if not may_publish(aff, n.config.publish_model, subscribed):
@@ -393,110 +357,11 @@ class PubSubService(AdminViews):
                 raise ItemForbidden()
             if payload_size > cfg.max_payload_size:
                 raise PayloadTooBig(payload_size, cfg.max_payload_size)
-            new_id = item_id or self.new_id()
-            await self._store_item(w, n, new_id, payload, payload_size, actor.jid, {})
+            new_id = item_id or self._ctx.new_id()
+            await self._types.of(n).publish(w, n, new_id, payload, payload_size, actor.jid, {})
             return new_id
 
-        return await self._run(op)
-
-    async def _publish_internal(
-        self,
-        w: Work,
-        node_id: str,
-        item_id: str,
-        payload: str | None,
-        size: int,
-        publisher: str,
-        headers: Mapping[str, str],
-        origin: Node,
-    ) -> None:
-        """Publish as the service itself (dead letters, redrive); creates a missing
-        dead-letter node with the origin's owners."""
-        target = await w.tx.nodes.get(node_id)
-        if target is None:
-            cfg = dataclasses.replace(
-                self.settings.default_config,
-                queue=False,
-                max_items=None,
-                title=f"Dead letters of {origin.node_id}",
-            )
-            target = Node(node_id, cfg, w.now, "")
-            await w.tx.nodes.add(target)
-            for entry in await w.tx.affiliations.for_node(origin.node_id):
-                if entry.affiliation is Affiliation.OWNER:
-                    await w.tx.affiliations.set(node_id, entry.jid, Affiliation.OWNER)
-            log.info(
-                "event=node_created node=%s reason=dead_letter origin=%s", node_id, origin.node_id
-            )
-        await self._store_item(w, target, item_id, payload, size, publisher, headers)
-
-    async def _store_item(
-        self,
-        w: Work,
-        n: Node,
-        item_id: str,
-        payload: str | None,
-        size: int,
-        publisher: str,
-        headers: Mapping[str, str],
-    ) -> None:
-        """Store (or replace) an item, then notify (ordinary node) or dispatch (queue)."""
-        cfg = n.config
-        if cfg.persist_items or cfg.queue:
-            existing = await w.tx.items.get(n.node_id, item_id)
-            if existing is not None:
-                # Re-publishing an id replaces the payload; a queued item keeps its
-                # place and its lock, so re-running a bulk load never doubles work.
-                await w.tx.items.replace_payload(
-                    n.node_id, item_id, payload, size, publisher, w.now
-                )
-            else:
-                if cfg.queue and cfg.max_items is not None:
-                    if await w.tx.items.count(n.node_id) >= cfg.max_items:
-                        raise NodeFull(f"queue {n.node_id} holds pubsub#max_items items")
-                stored = await w.tx.items.put(
-                    Item(
-                        node=n.node_id,
-                        item_id=item_id,
-                        seq=0,
-                        publisher=publisher,
-                        payload=payload,
-                        published_at=w.now,
-                        updated_at=w.now,
-                        payload_size=size,
-                        headers=dict(headers),
-                    )
-                )
-                if cfg.queue:
-                    self._ledger(w, EventKind.PUBLISHED, stored)
-                elif cfg.max_items is not None:
-                    overflow = await w.tx.items.count(n.node_id) - cfg.max_items
-                    if overflow > 0:
-                        for old in await w.tx.items.oldest_ids(n.node_id, overflow):
-                            await w.tx.items.remove(n.node_id, old)
-        if cfg.queue:
-            await self.queue.dispatch(w, n)
-            return
-        notice_item = NoticeItem(
-            item_id, payload if cfg.deliver_payloads else None, publisher, dict(headers)
-        )
-        for jid, subids in (await self._delivery_targets(w, n.node_id)).items():
-            w.effects.append(ItemNotice(jid, n.node_id, (notice_item,), subids))
-
-    async def _delivery_targets(self, w: Work, node_id: str) -> dict[str, tuple[str, ...]]:
-        """Subscribed, delivering subscriptions grouped by JID (one message per JID)."""
-        targets: dict[str, list[str]] = {}
-        for s in await w.tx.subscriptions.for_node(node_id):
-            if s.state is SubscriptionState.SUBSCRIBED and _options_of(s).deliver:
-                targets.setdefault(s.jid, []).append(s.subid)
-        return {jid: tuple(subids) for jid, subids in targets.items()}
-
-    def _ledger(self, w: Work, kind: EventKind, item: Item, subscriber: str | None = None) -> None:
-        w.tx.ledger.append(
-            LedgerEvent(
-                w.now, kind, item.node, item.item_id, subscriber, item.deliveries, item.payload_size
-            )
-        )
+        return await self._ctx.run(op)
 
     async def retract(
         self, actor: Actor, node: str, item_id: str, notify: bool | None = None
@@ -505,60 +370,28 @@ class PubSubService(AdminViews):
         check_id(item_id, "item id")
 
         async def op(w: Work) -> None:
-            n = await load_node(w.tx, node)
-            aff = await self._affiliation(w, node, actor)
+            n = await self._ctx.node(w, node)
+            aff = await self._ctx.affiliation(w, node, actor)
             item = await w.tx.items.get(node, item_id)
-            if n.config.queue:
-                await self._queue_retract(w, n, aff, item, item_id, actor)
-                return
-            if aff is Affiliation.OUTCAST:
-                require(aff, Action.RETRACT_ANY)
-            own = item is not None and bare(item.publisher) == actor.bare
-            if not (may(aff, Action.RETRACT_ANY) or (own and may(aff, Action.RETRACT_OWN))):
-                raise Forbidden("retract")
-            if item is None or not await w.tx.items.remove(node, item_id):
-                raise ItemNotFound(node, item_id)
-            if notify if notify is not None else n.config.notify_retract:
-                for jid, subids in (await self._delivery_targets(w, node)).items():
-                    w.effects.append(RetractNotice(jid, node, (item_id,), subids))
+            await self._types.of(n).retract(w, n, aff, item, item_id, actor, notify)
 
-        return await self._run(op)
-
-    async def _queue_retract(
-        self, w: Work, n: Node, aff: Affiliation, item: Item | None, item_id: str, actor: Actor
-    ) -> None:
-        subs = own_subscriptions(await w.tx.subscriptions.for_node(n.node_id), actor)
-        privileged = may(aff, Action.RETRACT_ANY)
-        how = check_release(n.node_id, item_id, item, actor.jid, bool(subs), privileged, "retract")
-        assert item is not None
-        holder = item.lock_jid if item.locked_by else None
-        if not await w.tx.items.remove(n.node_id, item_id):
-            raise ItemNotFound(n.node_id, item_id)
-        kind = EventKind.ACKED if how is Release.HOLDER else EventKind.RETRACTED
-        self._ledger(w, kind, item, holder)
-        if holder:
-            # XEP-0254 §2.3: only the holder hears of it (also when a publisher
-            # removed an item someone was working on).
-            subids = (item.locked_by,) if item.locked_by else ()
-            w.effects.append(RetractNotice(holder, n.node_id, (item_id,), subids, queue=True))
-        w.deadlines_changed = w.deadlines_changed or holder is not None
-        await self.queue.dispatch(w, n)
+        return await self._ctx.run(op)
 
     # --- subscriber (§6) ---------------------------------------------------------------
     async def subscribe(
         self, actor: Actor, node: str, jid: str, options: FormValues | None = None
     ) -> Outcome[Subscription]:
         async def op(w: Work) -> Subscription:
-            n = await load_node(w.tx, node)
-            if bare(jid) != actor.bare and not self._is_admin(actor):
+            n = await self._ctx.node(w, node)
+            if bare(jid) != actor.bare and not self._ctx.is_admin(actor):
                 raise InvalidJid()
-            aff = await self._affiliation(w, node, actor)
+            aff = await self._ctx.affiliation(w, node, actor)
             mine = await w.tx.subscriptions.for_jid(jid, node)
             check_access(n, aff, Action.SUBSCRIBE, mine)
-            current = _options_of(mine[0]) if mine else None
+            current = options_of(mine[0]) if mine else None
             opts = parse_subscribe_options(options or {}, current)
-            if n.config.queue and opts.queue_requests is None:
-                raise QueueConfigurationRequired(node, jid, (QUEUE_REQUESTS,))
+            policy = self._types.of(n)
+            policy.check_options(n, jid, opts)
             if mine:
                 sub = dataclasses.replace(
                     mine[0],
@@ -573,7 +406,7 @@ class PubSubService(AdminViews):
                 sub = Subscription(
                     node,
                     jid,
-                    self.new_id(),
+                    self._ctx.new_id(),
                     state,
                     w.now,
                     opts.queue_requests,
@@ -586,29 +419,16 @@ class PubSubService(AdminViews):
                         if owner.affiliation is Affiliation.OWNER:
                             w.effects.append(AuthorizationRequest(owner.jid, node, jid, sub.subid))
             if sub.state is SubscriptionState.SUBSCRIBED:
-                if n.config.queue:
-                    await self.queue.dispatch(w, n)
-                elif n.config.send_last_published_item is not SendLastPublished.NEVER:
-                    last = await w.tx.items.latest(node, 1)
-                    if last:
-                        payload = last[0].payload if n.config.deliver_payloads else None
-                        w.effects.append(
-                            ItemNotice(
-                                jid,
-                                node,
-                                (NoticeItem(last[0].item_id, payload, last[0].publisher),),
-                                (sub.subid,),
-                            )
-                        )
+                await policy.subscribed(w, n, sub)
             return sub
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def _find_subscription(
         self, w: Work, node: str, jid: str, subid: str | None, actor: Actor, modify: bool
     ) -> Subscription:
         """§6.2.3 / §6.3.4 error flows: another's JID, not subscribed, subid."""
-        if bare(jid) != actor.bare and not self._is_admin(actor):
+        if bare(jid) != actor.bare and not self._ctx.is_admin(actor):
             raise Forbidden("act for another JID")
         subs = await w.tx.subscriptions.for_jid(jid, node)
         if subid is not None:
@@ -628,25 +448,23 @@ class PubSubService(AdminViews):
         self, actor: Actor, node: str, jid: str, subid: str | None = None
     ) -> Outcome[None]:
         async def op(w: Work) -> None:
-            n = await load_node(w.tx, node)
+            await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=False)
-            await w.tx.subscriptions.remove(node, sub.subid)
             # Locks outlive the subscription (XEP-0254 §4: unsubscribe, then release);
             # they end by ack, unlock or timeout. Others may now get more work.
-            if n.config.queue:
-                await self.queue.dispatch(w, n)
+            await w.tx.subscriptions.remove(node, sub.subid)
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def get_subscription_options(
         self, actor: Actor, node: str, jid: str, subid: str | None = None
     ) -> tuple[Subscription, SubscribeOptions]:
         async def op(w: Work) -> tuple[Subscription, SubscribeOptions]:
-            await load_node(w.tx, node)
+            await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=True)
-            return sub, _options_of(sub)
+            return sub, options_of(sub)
 
-        return await self._read(op)
+        return await self._ctx.read(op)
 
     async def set_subscription_options(
         self, actor: Actor, node: str, jid: str, subid: str | None, values: FormValues
@@ -654,50 +472,28 @@ class PubSubService(AdminViews):
         """§6.3.5; a changed queue_requests takes effect at once (more may be dispatched)."""
 
         async def op(w: Work) -> Subscription:
-            n = await load_node(w.tx, node)
+            n = await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=True)
-            opts = parse_subscribe_options(values, _options_of(sub))
-            if n.config.queue and opts.queue_requests is None:
-                raise QueueConfigurationRequired(node, jid, (QUEUE_REQUESTS,))
+            opts = parse_subscribe_options(values, options_of(sub))
+            self._types.of(n).check_options(n, jid, opts)
             updated = dataclasses.replace(
                 sub, queue_requests=opts.queue_requests, options=dict(opts.raw), last_activity=w.now
             )
             await w.tx.subscriptions.update(updated)
-            if n.config.queue:
-                await self.queue.dispatch(w, n)
             return updated
 
-        return await self._run(op)
-
-    def default_subscribe_options(self, queue: bool) -> SubscribeOptions:
-        return SubscribeOptions(queue_requests=1 if queue else None, deliver=True, raw={})
+        return await self._ctx.run(op)
 
     # --- queue (XEP-0254) ----------------------------------------------------------------
-    async def _holder_item(
-        self, w: Work, actor: Actor, node: str, item_id: str, action: str
-    ) -> tuple[Node, Item]:
-        n = await load_node(w.tx, node)
-        if not n.config.queue:
-            raise NotAQueue(node)
-        aff = await self._affiliation(w, node, actor)
-        subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
-        item = await w.tx.items.get(node, item_id)
-        check_release(
-            node, item_id, item, actor.jid, bool(subs), may(aff, Action.RETRACT_ANY), action
-        )
-        assert item is not None
-        return n, item
-
     async def unlock(self, actor: Actor, node: str, item_id: str) -> Outcome[None]:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber."""
         check_id(item_id, "item id")
 
         async def op(w: Work) -> None:
-            n, item = await self._holder_item(w, actor, node, item_id, "unlock")
-            await self.queue.requeue(w, n, item, EventKind.UNLOCKED, "unlocked")
-            await self.queue.dispatch(w, n)
+            n = await self._ctx.node(w, node)
+            await self._types.of(n).unlock(w, n, actor, item_id)
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def extend_lock(
         self, actor: Actor, node: str, item_id: str, seconds: int | None = None
@@ -709,15 +505,10 @@ class PubSubService(AdminViews):
             raise BadRequest("seconds must be between 1 and 604800")
 
         async def op(w: Work) -> datetime:
-            n, item = await self._holder_item(w, actor, node, item_id, "extend")
-            deadline = lock_deadline(n.config, w.now, seconds)
-            if not await w.tx.items.extend(node, item_id, item.locked_by or "", deadline):
-                raise ItemNotFound(node, item_id)
-            self._ledger(w, EventKind.EXTENDED, item, item.lock_jid)
-            w.deadlines_changed = True
-            return deadline
+            n = await self._ctx.node(w, node)
+            return await self._types.of(n).extend(w, n, actor, item_id, seconds)
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def release_subscriber(self, jid: str, reason: str) -> Outcome[int]:
         """XEP-0254 §4: a subscriber went away (unavailable presence, bounce): unlock
@@ -730,10 +521,9 @@ class PubSubService(AdminViews):
                 n = await w.tx.nodes.get(sub.node)
                 if n is None:
                     continue
+                w.touched[n.node_id] = None
                 await w.tx.subscriptions.remove(sub.node, sub.subid)
-                if n.config.queue:
-                    released += await self.queue.release_subscription(w, n, sub, reason, False)
-                    await self.queue.dispatch(w, n)
+                released += await self._types.of(n).release(w, n, sub, reason, False)
                 log.info(
                     "event=subscriber_released node=%s jid=%s reason=%s items=%d",
                     sub.node,
@@ -743,24 +533,40 @@ class PubSubService(AdminViews):
                 )
             return released
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
     async def tick(self) -> Outcome[int]:
         """Expire due locks (unlock notice, redispatch or dead-letter) and dispatch
         items whose retry delay has passed. Returns how many locks expired."""
 
         async def op(w: Work) -> int:
-            expired = await self.queue.expire_due(w, w.tx.nodes.get)
+            expired = await self._types.queue.engine.expire_due(w, w.tx.nodes.get)
             for n in await w.tx.nodes.all():
-                if n.config.queue:
-                    await self.queue.dispatch(w, n)
+                w.touched[n.node_id] = None
             w.deadlines_changed = True
             return expired
 
-        return await self._run(op)
+        return await self._ctx.run(op)
 
-    async def next_deadline(self) -> datetime | None:
-        async def op(w: Work) -> datetime | None:
-            return await w.tx.items.next_deadline(w.now)
+    # --- admin (service_admin) -----------------------------------------------------------
+    async def queue_overview(self, actor: Actor) -> list[QueueSummary]:
+        return await self.admin.queue_overview(actor)
 
-        return await self._read(op)
+    async def queue_details(self, actor: Actor, node: str) -> QueueDetails:
+        return await self.admin.queue_details(actor, node)
+
+    async def force_unlock(
+        self, actor: Actor, node: str, item_id: str | None = None, holder: str | None = None
+    ) -> Outcome[int]:
+        return await self.admin.force_unlock(actor, node, item_id, holder)
+
+    async def kick_subscriber(self, actor: Actor, node: str, jid: str) -> Outcome[int]:
+        return await self.admin.kick_subscriber(actor, node, jid)
+
+    async def redrive(
+        self, actor: Actor, dead_letter_node: str, limit: int | None = None
+    ) -> Outcome[int]:
+        return await self.admin.redrive(actor, dead_letter_node, limit)
+
+    async def status(self, actor: Actor) -> ServiceStatus:
+        return await self.admin.status(actor)

@@ -1,19 +1,28 @@
 """Admin operations of the service: views of the queues and the levers to fix them.
 
-They are service methods like the others (guards, writes through the same
-queue engine, ledger rows, effects), so a forced unlock tells the holder and a
-redrive dispatches exactly as the protocol paths do. Admin commands
-(``xmpp_queue/admin``) are thin forms over these.
+They are operations like the others (run in their own savepoint, writes
+through the same queue engine, ledger rows, effects, the touched nodes settled
+at the end), so a forced unlock tells the holder and a redrive dispatches
+exactly as the protocol paths do. Admin commands (``xmpp_queue/admin``) are
+thin forms over these, reached through :class:`PubSubService`.
+
+Redrive moves each dead letter back with one store operation (``items.move``),
+oldest first, and stops at the first one its queue has no room for: it either
+moves at least one item and says how many, or it is refused (``NodeFull``) and
+changes nothing. An item whose id is back in its queue already (published
+again since) stays in the dead-letter node, so nothing is overwritten.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from xmpp_queue.core.access import load_node
 from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.context import ServiceContext
 from xmpp_queue.core.effects import Outcome, SubscriptionNotice
-from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NotAQueue
+from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NodeFull, NotAQueue
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Node, SubscriptionState
 from xmpp_queue.core.queue.deadlines import dead_letter_node
@@ -23,19 +32,29 @@ from xmpp_queue.core.reports import (
     ServiceStatus,
     SubscriberLoad,
 )
-from xmpp_queue.core.service_base import ServiceBase
+
+if TYPE_CHECKING:
+    from xmpp_queue.core.node_types import NodeTypes
 
 HOUR = timedelta(hours=1)
+DEAD_LETTER_HEADERS = ("origin-node", "origin-item", "deliveries", "reason", "dead-lettered-at")
+log = logging.getLogger("xmpp_queue.service")
 
 
-class AdminViews(ServiceBase):
+class AdminLevers:
+    def __init__(self, ctx: ServiceContext, types: NodeTypes) -> None:
+        self._ctx = ctx
+        self._types = types
+        self._read = ctx.read
+        self._run = ctx.run
+
     def _require_admin(self, actor: Actor) -> None:
-        if not self._is_admin(actor):
+        if not self._ctx.is_admin(actor):
             raise Forbidden("administer the service")
 
     async def _queue_node(self, w: Work, node: str) -> Node:
-        n = await load_node(w.tx, node)
-        if not n.config.queue:
+        n = await self._ctx.node(w, node)
+        if self._types.of(n) is not self._types.queue:
             raise NotAQueue(node)
         return n
 
@@ -47,7 +66,7 @@ class AdminViews(ServiceBase):
             rows = []
             since = w.now - HOUR
             for n in nodes.values():
-                if not n.config.queue:
+                if self._types.of(n) is not self._types.queue:
                     continue
                 stats = await w.tx.items.queue_stats(n.node_id)
                 subs = await w.tx.subscriptions.for_node(n.node_id)
@@ -111,11 +130,11 @@ class AdminViews(ServiceBase):
                 items = [item] if item.locked_by else []
             else:
                 items = [i for i in await w.tx.items.locked(node) if i.lock_jid == holder]
+            engine = self._types.queue.engine
             released = 0
             for item in items:
-                if await self.queue.requeue(w, n, item, EventKind.UNLOCKED, "admin"):
+                if await engine.requeue(w, n, item, EventKind.UNLOCKED, "admin"):
                     released += 1
-            await self.queue.dispatch(w, n)
             return released
 
         return await self._run(op)
@@ -125,7 +144,7 @@ class AdminViews(ServiceBase):
         self._require_admin(actor)
 
         async def op(w: Work) -> int:
-            n = await load_node(w.tx, node)
+            n = await self._ctx.node(w, node)
             subs = await w.tx.subscriptions.for_jid(jid, node)
             if not subs:
                 raise BadRequest(f"{jid} has no subscription to {node}")
@@ -135,10 +154,7 @@ class AdminViews(ServiceBase):
                 w.effects.append(
                     SubscriptionNotice(sub.jid, node, sub.jid, SubscriptionState.NONE, sub.subid)
                 )
-                if n.config.queue:
-                    released += await self.queue.release_subscription(w, n, sub, "kicked", True)
-            if n.config.queue:
-                await self.queue.dispatch(w, n)
+                released += await self._types.of(n).release(w, n, sub, "kicked", True)
             return released
 
         return await self._run(op)
@@ -155,43 +171,34 @@ class AdminViews(ServiceBase):
             raise BadRequest("limit must be a positive number")
 
         async def op(w: Work) -> int:
-            dlq = await load_node(w.tx, dead_letter_node)
+            dlq = await self._ctx.node(w, dead_letter_node)
             wanted = limit if limit is not None else await w.tx.items.count(dlq.node_id)
             moved = 0
             for item_id in await w.tx.items.oldest_ids(dlq.node_id, wanted):
                 item = await w.tx.items.get(dlq.node_id, item_id)
-                if item is None:
+                origin = await w.tx.nodes.get(item.headers.get("origin-node", "")) if item else None
+                if item is None or origin is None:
                     continue
-                origin_id = item.headers.get("origin-node")
-                if not origin_id:
-                    continue
-                origin = await w.tx.nodes.get(origin_id)
-                if origin is None:
-                    continue
-                headers = {
-                    k: v
-                    for k, v in item.headers.items()
-                    if k
-                    not in (
-                        "origin-node",
-                        "origin-item",
-                        "deliveries",
-                        "reason",
-                        "dead-lettered-at",
-                    )
-                }
                 original_id = item.headers.get("origin-item", item.item_id)
-                await w.tx.items.remove(dlq.node_id, item.item_id)
-                await self._publish_internal(
-                    w,
-                    origin_id,
-                    original_id,
-                    item.payload,
-                    item.payload_size,
-                    item.publisher,
-                    headers,
-                    dlq,
+                if await w.tx.items.get(origin.node_id, original_id) is not None:
+                    log.info(
+                        "event=redrive_skipped node=%s item=%s reason=id_in_use",
+                        origin.node_id,
+                        original_id,
+                    )
+                    continue
+                policy = self._types.of(origin)
+                try:
+                    policy.check_room(origin, await w.tx.items.count(origin.node_id))
+                except NodeFull:
+                    if moved == 0:
+                        raise
+                    break
+                headers = {k: v for k, v in item.headers.items() if k not in DEAD_LETTER_HEADERS}
+                back = await w.tx.items.move(
+                    dlq.node_id, item_id, origin.node_id, original_id, headers, w.now
                 )
+                await self._types.arrived(w, origin, back)
                 moved += 1
             return moved
 
@@ -203,9 +210,9 @@ class AdminViews(ServiceBase):
         async def op(w: Work) -> ServiceStatus:
             nodes = await w.tx.nodes.all()
             return ServiceStatus(
-                started_at=self.started_at,
+                started_at=self._ctx.started_at,
                 nodes=len(nodes),
-                queues=sum(1 for n in nodes if n.config.queue),
+                queues=sum(1 for n in nodes if self._types.of(n) is self._types.queue),
                 items=await w.tx.items.count_all(),
                 subscriptions=await w.tx.subscriptions.count(),
                 locks=await w.tx.items.count_locked(),

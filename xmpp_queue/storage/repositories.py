@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -262,6 +263,44 @@ class ItemsRepo:
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, None)
         return True
+
+    async def move(
+        self,
+        node_id: str,
+        item_id: str,
+        target_node: str,
+        target_item_id: str,
+        headers: Mapping[str, str],
+        at: datetime,
+    ) -> Item:
+        state = self._s
+        source = _node_state(state, node_id)
+        target = _node_state(state, target_node)
+        item = await self.get(node_id, item_id)  # with its payload in hand
+        if item is None:
+            raise ValueError(f"no item {item_id!r} on node {node_id!r} to move")
+        when = utc(at)
+        moved = stored_item(
+            Item(
+                node=target_node,
+                item_id=target_item_id,
+                seq=0,
+                publisher=item.publisher,
+                payload=item.payload,
+                published_at=when,
+                updated_at=when,
+                payload_size=item.payload_size,
+                headers=dict(headers),
+            ),
+            state.next_seq,
+        )
+        state.next_seq += 1
+        self._c.touch_item(node_id, item_id)
+        state.set_item(source, item_id, None)
+        self._c.touch_item(target_node, target_item_id)
+        state.set_item(target, target_item_id, None)
+        state.set_item(target, target_item_id, moved)
+        return moved
 
     async def remove_all(self, node_id: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)

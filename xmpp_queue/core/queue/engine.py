@@ -1,10 +1,12 @@
 """QueueEngine: the XEP-0254 state changes, inside one service operation.
 
-The service calls these with the operation's :class:`Work` (its transaction,
-its clock reading, its effects list). Decisions come from the pure policies
-(``dispatch``, ``locks``, ``deadlines``); this module loads the snapshot
+The queue policy calls these with the operation's :class:`Work` (its
+transaction, its clock reading, its effects list). Decisions come from the pure
+rules (``dispatch``, ``locks``, ``deadlines``); this module loads the snapshot
 through the ports, writes with conditional updates, appends ledger rows in the
-same transaction, and records the notifications to send after commit.
+same transaction, and records the notifications to send after commit. An item
+past its delivery limit moves to the dead-letter node in one store operation
+(``items.move``), so it is always in exactly one place.
 
 In-memory state here is only a hint that may be lost on restart: the
 round-robin cursor per node and the previous holder of a returned item.
@@ -12,13 +14,15 @@ round-robin cursor per node and the previous holder of a returned item.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice
-from xmpp_queue.core.ledger import EventKind, LedgerEvent
-from xmpp_queue.core.model import Item, Node, Subscription, SubscriptionState
+from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
@@ -27,12 +31,13 @@ from xmpp_queue.core.queue.deadlines import (
 )
 from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
 
+if TYPE_CHECKING:
+    from xmpp_queue.core.context import ServiceContext
+
 log = logging.getLogger("xmpp_queue.queue")
 
-# (work, node_id, item_id, payload, size, publisher, headers, origin) -> None
-PublishInternal = Callable[
-    [Work, str, str, str | None, int, str, Mapping[str, str], Node], Awaitable[None]
-]
+# An item moved into a node: the node's type records and announces it.
+Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 
 EXPIRY_BATCH = 500
 
@@ -47,8 +52,9 @@ def takes_work(sub: Subscription) -> bool:
 
 
 class QueueEngine:
-    def __init__(self, publish_internal: PublishInternal) -> None:
-        self._publish_internal = publish_internal
+    def __init__(self, ctx: ServiceContext, arrived: Arrived) -> None:
+        self._ctx = ctx
+        self._arrived = arrived
         self._dispatchers: dict[str, QueueDispatcher] = {}
         self._previous_holder: dict[tuple[str, str], str] = {}
 
@@ -158,22 +164,10 @@ class QueueEngine:
 
     async def dead_letter(self, work: Work, node: Node, item: Item) -> None:
         """Move an item past its delivery limit to the dead-letter node: never drop it."""
-        target = dead_letter_node(node.node_id, node.config)
-        full = await work.tx.items.get(node.node_id, item.item_id) or item
-        await work.tx.items.remove(node.node_id, item.item_id)
+        target = await self._dead_letter_target(work, node)
+        record(work.tx.ledger, work.now, EventKind.DEAD_LETTERED, item, item.lock_jid)
         self._previous_holder.pop((node.node_id, item.item_id), None)
-        work.tx.ledger.append(
-            LedgerEvent(
-                work.now,
-                EventKind.DEAD_LETTERED,
-                node.node_id,
-                item.item_id,
-                item.lock_jid,
-                item.deliveries,
-                item.payload_size,
-            )
-        )
-        headers = dict(full.headers)
+        headers = dict(item.headers)
         headers.update(
             {
                 "origin-node": node.node_id,
@@ -183,23 +177,37 @@ class QueueEngine:
                 "dead-lettered-at": work.now.isoformat(),
             }
         )
+        moved = await work.tx.items.move(
+            node.node_id, item.item_id, target.node_id, item.item_id, headers, work.now
+        )
         log.info(
             "event=dead_lettered node=%s item=%s deliveries=%d target=%s",
             node.node_id,
             item.item_id,
             item.deliveries,
-            target,
+            target.node_id,
         )
-        await self._publish_internal(
-            work,
-            target,
-            item.item_id,
-            full.payload,
-            full.payload_size,
-            full.publisher,
-            headers,
-            node,
+        await self._arrived(work, target, moved)
+
+    async def _dead_letter_target(self, work: Work, origin: Node) -> Node:
+        """The origin's dead-letter node, created on first use with the origin's owners."""
+        node_id = dead_letter_node(origin.node_id, origin.config)
+        target = await work.tx.nodes.get(node_id)
+        if target is not None:
+            return target
+        config = dataclasses.replace(
+            self._ctx.settings.default_config,
+            queue=False,
+            max_items=None,
+            title=f"Dead letters of {origin.node_id}",
         )
+        target = Node(node_id, config, work.now, "")
+        await work.tx.nodes.add(target)
+        for entry in await work.tx.affiliations.for_node(origin.node_id):
+            if entry.affiliation is Affiliation.OWNER:
+                await work.tx.affiliations.set(node_id, entry.jid, Affiliation.OWNER)
+        log.info("event=node_created node=%s reason=dead_letter origin=%s", node_id, origin.node_id)
+        return target
 
     async def release_subscription(
         self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
@@ -231,6 +239,5 @@ class QueueEngine:
                     item.deliveries,
                 )
             touched[node.node_id] = node
-        for node in touched.values():
-            await self.dispatch(work, node)
+            work.touched[node.node_id] = None  # settled (dispatched) at the end
         return expired

@@ -1,0 +1,101 @@
+"""ServiceContext: what every part of the service shares, passed to each by composition.
+
+The commit batcher that runs operation bodies (group commit, one writer, one
+savepoint per operation), the clock and id factory, the settings, and the
+lookups every operation starts with: the node (recorded as touched, so it is
+settled at the operation's end) and the actor's affiliation, where the service
+itself and configured admins own every node.
+
+The pubsub operations (``service``), the node-type policies (``leaf``,
+``queue.policy``) and the admin levers (``service_admin``) each hold this
+context; none inherits from another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from xmpp_queue.core.access import affiliation_of
+from xmpp_queue.core.batcher import CommitBatcher, Operation, Work
+from xmpp_queue.core.effects import Outcome
+from xmpp_queue.core.errors import NodeNotFound
+from xmpp_queue.core.model import Actor, Affiliation, Node, NodeConfig
+from xmpp_queue.core.ports import Clock, IdFactory, Store
+
+T = TypeVar("T")
+Settle = Callable[[Work], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    """Service-wide settings (from config.toml, built by app.py).
+
+    ``default_config`` is what a new node gets before the creator's form is
+    applied (the [queue] defaults live in its queue_* fields). ``admins`` are bare
+    JIDs that act as owners of every node.
+    """
+
+    default_config: NodeConfig = field(default_factory=NodeConfig)
+    admins: frozenset[str] = frozenset()
+    max_batch: int = 128
+
+
+async def _settle_nothing(work: Work) -> None:
+    return None
+
+
+class ServiceContext:
+    def __init__(
+        self, store: Store, clock: Clock, new_id: IdFactory, settings: ServiceSettings
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.new_id = new_id
+        self.settings = settings
+        self.started_at = clock()
+        self.settle: Settle = _settle_nothing
+        self._listeners: list[Callable[[datetime | None], None]] = []
+        self.batcher = CommitBatcher(
+            store, clock, settings.max_batch, on_deadlines=self._deadlines_changed
+        )
+
+    def on_deadline_change(self, listener: Callable[[datetime | None], None]) -> None:
+        self._listeners.append(listener)
+
+    def _deadlines_changed(self, deadline: datetime | None) -> None:
+        for listener in self._listeners:
+            listener(deadline)
+
+    async def run(self, op: Operation[T]) -> Outcome[T]:
+        """Run a write: the body, then the settling of every node it touched, all
+        in the operation's savepoint; the outcome comes back after the commit."""
+        settle = self.settle
+
+        async def body(work: Work) -> T:
+            value = await op(work)
+            await settle(work)
+            return value
+
+        value, effects = await self.batcher.run(body)
+        return Outcome(value, effects)
+
+    async def read(self, op: Operation[T]) -> T:
+        value, _ = await self.batcher.run(op)
+        return value
+
+    def is_admin(self, actor: Actor) -> bool:
+        return actor.system or actor.bare in self.settings.admins
+
+    async def affiliation(self, work: Work, node_id: str, actor: Actor) -> Affiliation:
+        return await affiliation_of(work.tx, node_id, actor, self.settings.admins)
+
+    async def node(self, work: Work, node_id: str) -> Node:
+        """The node, or NodeNotFound; the operation will settle it at its end."""
+        found = await work.tx.nodes.get(node_id)
+        if found is None:
+            raise NodeNotFound(node_id)
+        work.touched[node_id] = None
+        return found

@@ -1,0 +1,176 @@
+"""LeafPolicy: an ordinary XEP-0060 node, where every subscriber hears of every item.
+
+Publish stores the item (when the node persists items), trims to
+``pubsub#max_items`` by dropping the oldest, and notifies every delivering
+subscription; retract follows XEP-0060 §7.2 (publishers retract their own,
+owners any); a new subscriber may get the last item (§6.1.7). Nothing here is
+locked, so unlock and extend are wrong for this node (bad-request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from xmpp_queue.core.access import require
+from xmpp_queue.core.audience import delete_and_tell, delivery_targets, subscriber_jids
+from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.capabilities import Action, may
+from xmpp_queue.core.context import ServiceContext
+from xmpp_queue.core.effects import ItemNotice, NoticeItem, PurgeNotice, RetractNotice
+from xmpp_queue.core.errors import Forbidden, ItemNotFound, NotAQueue
+from xmpp_queue.core.model import (
+    Actor,
+    Affiliation,
+    Item,
+    Node,
+    NodeConfig,
+    SendLastPublished,
+    Subscription,
+    SubscriptionState,
+    bare,
+)
+from xmpp_queue.core.node_config import SubscribeOptions
+
+
+class LeafPolicy:
+    queue = False
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self._ctx = ctx
+
+    def validate(self, node_id: str, config: NodeConfig) -> None:
+        return None
+
+    async def may_leave(self, work: Work, node: Node, config: NodeConfig) -> None:
+        return None
+
+    def check_options(self, node: Node, jid: str, options: SubscribeOptions) -> None:
+        return None
+
+    def check_owner_subscription(self, node: Node, jid: str, state: SubscriptionState) -> None:
+        return None
+
+    def check_room(self, node: Node, count: int) -> None:
+        return None  # a leaf makes room by dropping its oldest items
+
+    async def publish(
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        payload: str | None,
+        size: int,
+        publisher: str,
+        headers: Mapping[str, str],
+    ) -> None:
+        cfg, items = node.config, work.tx.items
+        if cfg.persist_items:
+            if await items.get(node.node_id, item_id) is not None:
+                await items.replace_payload(
+                    node.node_id, item_id, payload, size, publisher, work.now
+                )
+            else:
+                await items.put(
+                    Item(
+                        node=node.node_id,
+                        item_id=item_id,
+                        seq=0,
+                        publisher=publisher,
+                        payload=payload,
+                        published_at=work.now,
+                        updated_at=work.now,
+                        payload_size=size,
+                        headers=dict(headers),
+                    )
+                )
+                await self._trim(work, node)
+        notice = NoticeItem(
+            item_id, payload if cfg.deliver_payloads else None, publisher, dict(headers)
+        )
+        await self._tell(work, node, notice)
+
+    async def _trim(self, work: Work, node: Node) -> None:
+        if node.config.max_items is None:
+            return
+        overflow = await work.tx.items.count(node.node_id) - node.config.max_items
+        if overflow > 0:
+            for old in await work.tx.items.oldest_ids(node.node_id, overflow):
+                await work.tx.items.remove(node.node_id, old)
+
+    async def _tell(self, work: Work, node: Node, notice: NoticeItem) -> None:
+        for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():
+            work.effects.append(ItemNotice(jid, node.node_id, (notice,), subids))
+
+    async def arrived(self, work: Work, node: Node, item: Item) -> None:
+        await self._trim(work, node)
+        payload = item.payload if node.config.deliver_payloads else None
+        await self._tell(
+            work, node, NoticeItem(item.item_id, payload, item.publisher, dict(item.headers))
+        )
+
+    async def retract(
+        self,
+        work: Work,
+        node: Node,
+        affiliation: Affiliation,
+        item: Item | None,
+        item_id: str,
+        actor: Actor,
+        notify: bool | None,
+    ) -> None:
+        if affiliation is Affiliation.OUTCAST:
+            require(affiliation, Action.RETRACT_ANY)
+        own = item is not None and bare(item.publisher) == actor.bare
+        if not (
+            may(affiliation, Action.RETRACT_ANY) or (own and may(affiliation, Action.RETRACT_OWN))
+        ):
+            raise Forbidden("retract")
+        if item is None or not await work.tx.items.remove(node.node_id, item_id):
+            raise ItemNotFound(node.node_id, item_id)
+        if notify if notify is not None else node.config.notify_retract:
+            for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():
+                work.effects.append(RetractNotice(jid, node.node_id, (item_id,), subids))
+
+    async def subscribed(self, work: Work, node: Node, sub: Subscription) -> None:
+        """§6.1.7: send the last published item when the node is configured to."""
+        if node.config.send_last_published_item is SendLastPublished.NEVER:
+            return
+        last = await work.tx.items.latest(node.node_id, 1)
+        if last:
+            payload = last[0].payload if node.config.deliver_payloads else None
+            work.effects.append(
+                ItemNotice(
+                    sub.jid,
+                    node.node_id,
+                    (NoticeItem(last[0].item_id, payload, last[0].publisher),),
+                    (sub.subid,),
+                )
+            )
+
+    async def purge(self, work: Work, node: Node) -> int:
+        removed = await work.tx.items.remove_all(node.node_id)
+        if node.config.notify_retract:
+            work.effects.extend(
+                PurgeNotice(j, node.node_id) for j in await subscriber_jids(work.tx, node.node_id)
+            )
+        return len(removed)
+
+    async def delete(self, work: Work, node: Node, redirect: str | None) -> None:
+        await delete_and_tell(work, node, redirect, queue=False)
+
+    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None:
+        raise NotAQueue(node.node_id)
+
+    async def extend(
+        self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None
+    ) -> datetime:
+        raise NotAQueue(node.node_id)
+
+    async def release(
+        self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
+    ) -> int:
+        return 0  # nothing is held on a leaf
+
+    async def settle(self, work: Work, node: Node) -> None:
+        return None

@@ -1,0 +1,126 @@
+"""Node types as policies: what publish, retract, subscribe and purge mean on a node.
+
+An ordinary (leaf) node and a queue node answer the same operations
+differently: a leaf broadcasts each item to every subscriber, a queue locks it
+to one. Each type is one policy object (``leaf.LeafPolicy``,
+``queue.policy.QueuePolicy``) holding that type's rules and no storage; the
+service asks :meth:`NodeTypes.of` for the node's policy (the one place that
+looks at ``pubsub#queue``) and calls it, in the manner of ejabberd's node
+plugins and Idavoll's ``LeafNode``.
+
+Settling: at the end of every write, :meth:`NodeTypes.settle` gives each node
+the operation touched to its policy once; a queue hands out what became
+possible (dispatch), a leaf has nothing to do. So no operation places a
+dispatch by hand, and none can forget one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Protocol
+
+from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.context import ServiceContext
+from xmpp_queue.core.leaf import LeafPolicy
+from xmpp_queue.core.model import Actor, Affiliation, Item, Node, NodeConfig, Subscription
+from xmpp_queue.core.model import SubscriptionState as State
+from xmpp_queue.core.node_config import SubscribeOptions
+from xmpp_queue.core.queue.policy import QueuePolicy
+
+
+class NodePolicy(Protocol):
+    """What differs between node types (see the module docstring)."""
+
+    queue: bool  # notifications of this type reach the worker (normal messages)
+
+    def validate(self, node_id: str, config: NodeConfig) -> None:
+        """Refuse a configuration this type cannot serve (InvalidNodeConfig)."""
+
+    async def may_leave(self, work: Work, node: Node, config: NodeConfig) -> None:
+        """Refuse reconfiguring the node to *config* (another type) while it cannot."""
+
+    def check_options(self, node: Node, jid: str, options: SubscribeOptions) -> None:
+        """Refuse subscription options this type needs and did not get."""
+
+    def check_owner_subscription(self, node: Node, jid: str, state: State) -> None:
+        """Refuse an owner creating a subscription this type cannot serve."""
+
+    def check_room(self, node: Node, count: int) -> None:
+        """Refuse one more item when the node holds *count* (NodeFull)."""
+
+    async def publish(
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        payload: str | None,
+        size: int,
+        publisher: str,
+        headers: Mapping[str, str],
+    ) -> None: ...
+
+    async def arrived(self, work: Work, node: Node, item: Item) -> None:
+        """An item was moved into the node (dead letter, redrive): record, tell."""
+
+    async def retract(
+        self,
+        work: Work,
+        node: Node,
+        affiliation: Affiliation,
+        item: Item | None,
+        item_id: str,
+        actor: Actor,
+        notify: bool | None,
+    ) -> None: ...
+
+    async def subscribed(self, work: Work, node: Node, sub: Subscription) -> None:
+        """A subscription became active (new or approved)."""
+
+    async def purge(self, work: Work, node: Node) -> int: ...
+
+    async def delete(self, work: Work, node: Node, redirect: str | None) -> None: ...
+
+    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None: ...
+
+    async def extend(
+        self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None
+    ) -> datetime: ...
+
+    async def release(
+        self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
+    ) -> int:
+        """A subscriber left or was removed: give back what it holds. Returns how many."""
+
+    async def settle(self, work: Work, node: Node) -> None: ...
+
+
+class NodeTypes:
+    """The policies of the service, and the choice between them."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self._ctx = ctx
+        self.leaf = LeafPolicy(ctx)
+        self.queue = QueuePolicy(ctx, self.arrived)
+
+    def of(self, node: Node) -> NodePolicy:
+        return self.for_config(node.config)
+
+    def for_config(self, config: NodeConfig) -> NodePolicy:
+        return self.queue if config.queue else self.leaf
+
+    async def arrived(self, work: Work, node: Node, item: Item) -> None:
+        work.touched[node.node_id] = None
+        await self.of(node).arrived(work, node, item)
+
+    async def settle(self, work: Work) -> None:
+        """Settle every node the operation touched, once each, in order."""
+        for node_id in list(work.touched):
+            node = await work.tx.nodes.get(node_id)
+            if node is not None:
+                await self.of(node).settle(work, node)
+
+
+def _conforms(types: NodeTypes) -> tuple[NodePolicy, NodePolicy]:
+    """Let mypy check that both policies satisfy the protocol."""
+    return types.leaf, types.queue

@@ -1,0 +1,216 @@
+"""QueuePolicy: a XEP-0254 queue node, where each item goes to one subscriber at a time.
+
+Publish stores the item and records it in the ledger; the hand-out happens when
+the operation settles (:meth:`QueuePolicy.settle` dispatches), so every
+operation that frees a slot or adds work gets its dispatch without asking.
+Retract from the lock holder is the ack; from a publisher or owner it removes
+the item and tells its holder (DESIGN's error order lives in ``locks``).
+Unlock is the nack, extend moves a deadline; both only for the holder.
+Subscribing needs ``pubsub#queue_requests`` (§2.1). ``pubsub#max_items`` is a
+hard limit here: a publish past it is refused (nothing is ever dropped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+
+from xmpp_queue.core.access import own_subscriptions
+from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
+from xmpp_queue.core.batcher import Work
+from xmpp_queue.core.capabilities import Action, may
+from xmpp_queue.core.context import ServiceContext
+from xmpp_queue.core.effects import PurgeNotice, RetractNotice, UnlockNotice
+from xmpp_queue.core.errors import (
+    BadRequest,
+    InvalidNodeConfig,
+    ItemNotFound,
+    NodeFull,
+    QueueConfigurationRequired,
+)
+from xmpp_queue.core.ledger import EventKind, record
+from xmpp_queue.core.model import (
+    Actor,
+    Affiliation,
+    Item,
+    Node,
+    NodeConfig,
+    Subscription,
+    SubscriptionState,
+)
+from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
+from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
+from xmpp_queue.core.queue.engine import QueueEngine
+from xmpp_queue.core.queue.locks import Release, check_release
+
+Arrived = Callable[[Work, Node, Item], Awaitable[None]]
+
+
+class QueuePolicy:
+    queue = True
+
+    def __init__(self, ctx: ServiceContext, arrived: Arrived) -> None:
+        self._ctx = ctx
+        self.engine = QueueEngine(ctx, arrived)
+
+    # --- guards ------------------------------------------------------------------------
+
+    def validate(self, node_id: str, config: NodeConfig) -> None:
+        if not config.persist_items:
+            raise InvalidNodeConfig("pubsub#persist_items", "a queue node must persist items")
+        if dead_letter_node(node_id, config) == node_id:
+            raise InvalidNodeConfig("pubsub#queue_dead_letter", "must name another node")
+
+    async def may_leave(self, work: Work, node: Node, config: NodeConfig) -> None:
+        if await work.tx.items.in_flight(node.node_id):
+            raise InvalidNodeConfig("pubsub#queue", "items are locked; purge or wait")
+
+    def check_options(self, node: Node, jid: str, options: SubscribeOptions) -> None:
+        if options.queue_requests is None:
+            raise QueueConfigurationRequired(node.node_id, jid, (QUEUE_REQUESTS,))
+
+    def check_owner_subscription(self, node: Node, jid: str, state: SubscriptionState) -> None:
+        if state is SubscriptionState.SUBSCRIBED:
+            raise BadRequest(
+                f"{jid}: queue subscriptions need queue_requests; the worker subscribes itself"
+            )
+
+    def check_room(self, node: Node, count: int) -> None:
+        if node.config.max_items is not None and count >= node.config.max_items:
+            raise NodeFull(f"queue {node.node_id} holds pubsub#max_items items")
+
+    # --- items -------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        payload: str | None,
+        size: int,
+        publisher: str,
+        headers: Mapping[str, str],
+    ) -> None:
+        items = work.tx.items
+        if await items.get(node.node_id, item_id) is not None:
+            # Re-publishing an id replaces the payload; a queued item keeps its
+            # place and its lock, so re-running a bulk load never doubles work.
+            await items.replace_payload(node.node_id, item_id, payload, size, publisher, work.now)
+            return
+        self.check_room(node, await items.count(node.node_id))
+        stored = await items.put(
+            Item(
+                node=node.node_id,
+                item_id=item_id,
+                seq=0,
+                publisher=publisher,
+                payload=payload,
+                published_at=work.now,
+                updated_at=work.now,
+                payload_size=size,
+                headers=dict(headers),
+            )
+        )
+        record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)
+
+    async def arrived(self, work: Work, node: Node, item: Item) -> None:
+        record(work.tx.ledger, work.now, EventKind.PUBLISHED, item)
+
+    async def retract(
+        self,
+        work: Work,
+        node: Node,
+        affiliation: Affiliation,
+        item: Item | None,
+        item_id: str,
+        actor: Actor,
+        notify: bool | None,
+    ) -> None:
+        subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
+        privileged = may(affiliation, Action.RETRACT_ANY)
+        how = check_release(
+            node.node_id, item_id, item, actor.jid, bool(subs), privileged, "retract"
+        )
+        assert item is not None
+        holder = item.lock_jid if item.locked_by else None
+        if not await work.tx.items.remove(node.node_id, item_id):
+            raise ItemNotFound(node.node_id, item_id)
+        kind = EventKind.ACKED if how is Release.HOLDER else EventKind.RETRACTED
+        record(work.tx.ledger, work.now, kind, item, holder)
+        if holder:
+            # XEP-0254 §2.3: only the holder hears of it (also when a publisher
+            # removed an item someone was working on).
+            subids = (item.locked_by,) if item.locked_by else ()
+            work.effects.append(RetractNotice(holder, node.node_id, (item_id,), subids, queue=True))
+            work.deadlines_changed = True
+
+    async def _tell_holders(self, work: Work, node: Node, reason: str) -> None:
+        """Purge/delete: every lock holder hears that its item is gone."""
+        for item in await work.tx.items.locked(node.node_id):
+            if item.lock_jid:
+                work.effects.append(UnlockNotice(item.lock_jid, node.node_id, item.item_id, reason))
+
+    async def purge(self, work: Work, node: Node) -> int:
+        await self._tell_holders(work, node, "purged")
+        removed = await work.tx.items.remove_all(node.node_id)
+        for item in removed:
+            record(work.tx.ledger, work.now, EventKind.PURGED, item)
+        work.effects.extend(
+            PurgeNotice(j, node.node_id, queue=True)
+            for j in await subscriber_jids(work.tx, node.node_id)
+        )
+        work.deadlines_changed = True
+        return len(removed)
+
+    async def delete(self, work: Work, node: Node, redirect: str | None) -> None:
+        await self._tell_holders(work, node, "deleted")
+        for item in await work.tx.items.remove_all(node.node_id):
+            record(work.tx.ledger, work.now, EventKind.PURGED, item)
+        await delete_and_tell(work, node, redirect, queue=True)
+        self.engine.forget_node(node.node_id)
+
+    # --- subscribers -------------------------------------------------------------------
+
+    async def subscribed(self, work: Work, node: Node, sub: Subscription) -> None:
+        return None  # the settle at the operation's end hands it work
+
+    async def _held(self, work: Work, node: Node, actor: Actor, item_id: str, action: str) -> Item:
+        """The item the actor holds, or the error of DESIGN's order."""
+        aff = await self._ctx.affiliation(work, node.node_id, actor)
+        subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
+        item = await work.tx.items.get(node.node_id, item_id)
+        check_release(
+            node.node_id,
+            item_id,
+            item,
+            actor.jid,
+            bool(subs),
+            may(aff, Action.RETRACT_ANY),
+            action,
+        )
+        assert item is not None
+        return item
+
+    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None:
+        """§2.4 nack: the holder gives the item back; it goes to the next subscriber."""
+        item = await self._held(work, node, actor, item_id, "unlock")
+        await self.engine.requeue(work, node, item, EventKind.UNLOCKED, "unlocked")
+
+    async def extend(
+        self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None
+    ) -> datetime:
+        item = await self._held(work, node, actor, item_id, "extend")
+        deadline = lock_deadline(node.config, work.now, seconds)
+        if not await work.tx.items.extend(node.node_id, item_id, item.locked_by or "", deadline):
+            raise ItemNotFound(node.node_id, item_id)
+        record(work.tx.ledger, work.now, EventKind.EXTENDED, item, item.lock_jid)
+        work.deadlines_changed = True
+        return deadline
+
+    async def release(
+        self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
+    ) -> int:
+        return await self.engine.release_subscription(work, node, sub, reason, notify)
+
+    async def settle(self, work: Work, node: Node) -> None:
+        await self.engine.dispatch(work, node)
