@@ -1,0 +1,375 @@
+"""Stateful property test: random sequences of every operation against the one store.
+
+A Hypothesis ``RuleBasedStateMachine`` drives the real service (over
+:class:`StateStore` on memory, SQLite or PostgreSQL) with several actors:
+publishes (some refused: a stranger, a full queue), subscriptions with good and
+bad windows, acks, nacks, extensions and retractions by the right and the wrong
+actor, purges, departures, an owner's subscription change that must be refused
+whole, redrives, lock timeouts on a fake clock, several operations in one batch,
+and (on the SQL backends) restarts that reload the store from its database.
+
+After every step it checks:
+
+- **one place**: every item ever published is in exactly one place: waiting or
+  locked in the queue, in the dead-letter node, or gone with an ack, retract or
+  purge in the ledger; and the ledger's last word on each item agrees;
+- **refusals change nothing**: an operation that raised left nodes, items,
+  locks, subscriptions, affiliations and the ledger exactly as they were;
+- **windows**: dispatch never pushes a subscription past its ``queue_requests``;
+- **reload**: after a restart the store equals the one that was running.
+
+Budget: ``XMPP_QUEUE_PROPERTY_EXAMPLES`` examples of up to
+``XMPP_QUEUE_PROPERTY_STEPS`` steps per backend (CI: 100 x 40). A longer run is
+one command::
+
+    XMPP_QUEUE_PROPERTY_EXAMPLES=500 XMPP_QUEUE_PROPERTY_STEPS=60 \\
+        python -m pytest -q tests/storage/test_properties.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.unit.conftest import FakeClock
+from xmpp_queue.core.errors import PubSubError
+from xmpp_queue.core.ledger import EventKind
+from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
+from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.storage.store import StateStore
+
+from .conftest import SQL_BACKENDS
+
+EXAMPLES = int(os.environ.get("XMPP_QUEUE_PROPERTY_EXAMPLES", "100"))
+STEPS = int(os.environ.get("XMPP_QUEUE_PROPERTY_STEPS", "40"))
+
+QUEUE, DEAD = "q", "q/dead-letter"
+OWNER = Actor("owner@example.org/desk")
+PUB = Actor("pub@example.org/engine")
+ADMIN = Actor("admin@example.org/console")
+STRANGER = Actor("eve@elsewhere.example/x")
+WORKERS = tuple(Actor(f"w{n}@example.org/r{n}") for n in range(1, 4))
+ANYONE = (OWNER, PUB, STRANGER, *WORKERS)
+IN_QUEUE = {
+    EventKind.PUBLISHED,
+    EventKind.DELIVERED,
+    EventKind.UNLOCKED,
+    EventKind.EXPIRED,
+    EventKind.EXTENDED,
+}
+GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED}
+
+Opener = Callable[[], Awaitable[StateStore]]
+Reopener = Callable[[], Awaitable[StateStore]] | None
+
+
+async def snapshot(store: StateStore) -> tuple[Any, ...]:
+    async with store.transaction() as tx:
+        nodes = await tx.nodes.all()
+        items = {n.node_id: (await tx.items.page(n.node_id, PageRequest())).items for n in nodes}
+        subs = {n.node_id: await tx.subscriptions.for_node(n.node_id) for n in nodes}
+        affs = {n.node_id: await tx.affiliations.for_node(n.node_id) for n in nodes}
+        ledger = await tx.ledger.events()
+    return nodes, items, subs, affs, ledger
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """See the module docstring. ``open_store``/``reopen_store`` are set per backend."""
+
+    open_store: Opener
+    reopen_store: Reopener = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.clock = FakeClock()
+        self.ids = itertools.count(1)
+        self.published: list[str] = []
+        self.loads: dict[str, int] = {}
+        self.subids = itertools.count(1)  # across restarts, as random ids would be
+        self.store = self.run(type(self).open_store())
+        self.service = self._service()
+        self.last: tuple[Any, ...] | None = None  # the state the invariants last checked
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def run(self, coroutine: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def _service(self) -> PubSubService:
+        service = PubSubService(
+            self.store,
+            self.clock,
+            lambda: f"sub{next(self.subids)}",
+            ServiceSettings(admins=frozenset({ADMIN.bare})),
+        )
+        self.run(service.start())
+        return service
+
+    def attempt(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one operation alone; if it is refused, nothing may have changed.
+
+        "Before" is the state the invariants checked after the previous step."""
+        before = self.last if self.last is not None else self.run(snapshot(self.store))
+        try:
+            return self.run(call())
+        except PubSubError:
+            assert self.run(snapshot(self.store)) == before, "a refused operation changed state"
+            return None
+
+    def teardown(self) -> None:
+        try:
+            if type(self).reopen_store is not None:
+                self.restart()
+            self.run(self.service.stop())
+            self.run(self.store.close())
+        finally:
+            self.loop.close()
+
+    # --- set-up --------------------------------------------------------------------------
+
+    @initialize(max_items=st.sampled_from(["4", "8"]), max_deliveries=st.sampled_from(["2", "3"]))
+    def make_queue(self, max_items: str, max_deliveries: str) -> None:
+        config = {
+            "pubsub#queue": ["1"],
+            "pubsub#max_items": [max_items],
+            "pubsub#queue_lock_timeout": ["30"],
+            "pubsub#queue_max_deliveries": [max_deliveries],
+        }
+        self.run(self.service.create_node(OWNER, QUEUE, config))
+        self.run(
+            self.service.set_node_affiliations(OWNER, QUEUE, [(PUB.bare, Affiliation.PUBLISHER)])
+        )
+
+    # --- rules ---------------------------------------------------------------------------
+
+    @rule(actor=st.sampled_from((PUB, PUB, OWNER, STRANGER)))
+    def publish(self, actor: Actor) -> None:
+        item_id = f"i{next(self.ids)}"
+        done = self.attempt(lambda: self.service.publish(actor, QUEUE, item_id, "<job/>", 6))
+        if done is not None:
+            self.published.append(item_id)
+
+    @rule(worker=st.sampled_from(WORKERS), window=st.integers(0, 3))
+    def subscribe(self, worker: Actor, window: int) -> None:
+        options = {"pubsub#queue_requests": [str(window)]}
+        self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid, options))
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def subscribe_without_a_window(self, worker: Actor) -> None:
+        self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid))
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def unsubscribe(self, worker: Actor) -> None:
+        self.attempt(lambda: self.service.unsubscribe(worker, QUEUE, worker.jid))
+
+    def _some_item(self, data: st.DataObject) -> str:
+        if not self.published:
+            return "nothing"
+        return data.draw(st.sampled_from([*self.published[-6:], "nothing"]))
+
+    @rule(actor=st.sampled_from(ANYONE), data=st.data())
+    def ack_or_retract(self, actor: Actor, data: st.DataObject) -> None:
+        item_id = self._some_item(data)
+        self.attempt(lambda: self.service.retract(actor, QUEUE, item_id))
+
+    @rule(actor=st.sampled_from(ANYONE), data=st.data())
+    def unlock(self, actor: Actor, data: st.DataObject) -> None:
+        item_id = self._some_item(data)
+        self.attempt(lambda: self.service.unlock(actor, QUEUE, item_id))
+
+    @rule(actor=st.sampled_from(ANYONE), data=st.data(), seconds=st.sampled_from([None, 5, 60]))
+    def extend(self, actor: Actor, data: st.DataObject, seconds: int | None) -> None:
+        item_id = self._some_item(data)
+        self.attempt(lambda: self.service.extend_lock(actor, QUEUE, item_id, seconds))
+
+    @rule(actor=st.sampled_from((OWNER, OWNER, STRANGER)))
+    def purge(self, actor: Actor) -> None:
+        self.attempt(lambda: self.service.purge_node(actor, QUEUE))
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def depart(self, worker: Actor) -> None:
+        self.attempt(lambda: self.service.release_subscriber(worker.jid, "offline"))
+
+    @rule(worker=st.sampled_from(WORKERS), newcomer=st.sampled_from(WORKERS))
+    def owner_changes_subscriptions(self, worker: Actor, newcomer: Actor) -> None:
+        """Removing one and subscribing another without a window: refused as a whole
+        unless the newcomer is already subscribed (then it is only an update)."""
+        changes = [
+            (worker.jid, SubscriptionState.NONE, None),
+            (newcomer.jid, SubscriptionState.SUBSCRIBED, None),
+        ]
+        self.attempt(lambda: self.service.set_node_subscriptions(OWNER, QUEUE, changes))
+
+    @rule(limit=st.sampled_from([None, 1, 2]), actor=st.sampled_from((ADMIN, ADMIN, PUB)))
+    def redrive(self, limit: int | None, actor: Actor) -> None:
+        self.attempt(lambda: self.service.redrive(actor, DEAD, limit))
+
+    @rule(seconds=st.sampled_from([1, 10, 31, 45]))
+    def time_passes(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+        self.run(self.service.tick())
+
+    @rule(
+        calls=st.lists(
+            st.tuples(
+                st.sampled_from(("publish", "ack", "unlock", "sub0")), st.sampled_from(WORKERS)
+            ),
+            min_size=2,
+            max_size=4,
+        )
+    )
+    def a_batch(self, calls: list[tuple[str, Actor]]) -> None:
+        """Several operations at once share one commit; some may be refused."""
+        tasks = []
+        for what, worker in calls:
+            last = self.published[-1] if self.published else "nothing"
+            if what == "publish":
+                item_id = f"i{next(self.ids)}"
+                tasks.append((item_id, self.service.publish(PUB, QUEUE, item_id, "<job/>", 6)))
+            elif what == "ack":
+                tasks.append((None, self.service.retract(worker, QUEUE, last)))
+            elif what == "unlock":
+                tasks.append((None, self.service.unlock(worker, QUEUE, last)))
+            else:  # a refused subscription in the middle of the batch
+                options = {"pubsub#queue_requests": ["0"]}
+                tasks.append((None, self.service.subscribe(worker, QUEUE, worker.jid, options)))
+
+        async def together() -> list[Any]:
+            return await asyncio.gather(*(t for _, t in tasks), return_exceptions=True)
+
+        for (item_id, _), result in zip(tasks, self.run(together()), strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, PubSubError):
+                raise result
+            if item_id is not None and not isinstance(result, BaseException):
+                self.published.append(item_id)
+
+    @precondition(lambda self: type(self).reopen_store is not None)
+    @rule()
+    def restart(self) -> None:
+        """Stop, close, reopen from the database: the reloaded store equals the live one."""
+        live = self.run(snapshot(self.store))
+        self.run(self.service.stop())
+        self.run(self.store.close())
+        reopen = type(self).reopen_store
+        assert reopen is not None
+        self.store = self.run(reopen())
+        self.service = self._service()
+        assert self.run(snapshot(self.store)) == live, "the reloaded store differs"
+
+    # --- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def invariants(self) -> None:
+        self.last = self.run(snapshot(self.store))
+        self.every_item_is_in_exactly_one_place(self.last)
+        self.dispatch_never_overfills_a_window(self.last)
+
+    def every_item_is_in_exactly_one_place(self, state: tuple[Any, ...]) -> None:
+        _, items, _, _, ledger = state
+        in_queue = {i.item_id for i in items.get(QUEUE, ())}
+        in_dead = {i.item_id for i in items.get(DEAD, ())}
+        last: dict[str, EventKind] = {}
+        for event in ledger:
+            if event.node == QUEUE:
+                last[event.item_id] = event.kind
+        assert not in_queue & in_dead, f"in two places: {in_queue & in_dead}"
+        for item_id in self.published:
+            places = (item_id in in_queue) + (item_id in in_dead) + (last.get(item_id) in GONE)
+            assert places == 1, f"{item_id}: {places} places (ledger says {last.get(item_id)})"
+            if item_id in in_queue:
+                assert last[item_id] in IN_QUEUE, (item_id, last[item_id])
+            elif item_id in in_dead:
+                assert last[item_id] is EventKind.DEAD_LETTERED, (item_id, last[item_id])
+        assert in_queue | in_dead <= set(self.published)
+
+    def dispatch_never_overfills_a_window(self, state: tuple[Any, ...]) -> None:
+        """A subscription may hold more than its window only after shrinking it, and then
+        dispatch gives it nothing more until it is back under."""
+        _, items, subs, _, _ = state
+        loads: dict[str, int] = {}
+        for item in items.get(QUEUE, ()):
+            if item.locked_by is not None:
+                loads[item.locked_by] = loads.get(item.locked_by, 0) + 1
+        for sub in subs.get(QUEUE, ()):
+            held = loads.get(sub.subid, 0)
+            if held > (sub.queue_requests or 0):
+                assert held <= self.loads.get(sub.subid, 0), f"{sub.subid} was given more"
+        self.loads = loads
+
+
+def _machine(open_store: Opener, reopen_store: Reopener) -> type[QueueMachine]:
+    return type(
+        "QueueMachineOnBackend",
+        (QueueMachine,),
+        {"open_store": staticmethod(open_store), "reopen_store": staticmethod(reopen_store)},
+    )
+
+
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+def test_the_store_keeps_its_promises_in_memory() -> None:
+    async def open_memory() -> StateStore:
+        return StateStore.in_memory()
+
+    run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+def test_the_store_keeps_its_promises_on_a_database(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Each example starts from an empty migrated database; restarts reload from it."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        workdir = Path(tempfile.mkdtemp(prefix="xq-properties-"))
+        request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        counter = itertools.count()
+        current: list[str] = []
+
+        async def open_db() -> StateStore:
+            path = workdir / f"example-{next(counter)}.db"
+            shutil.copyfile(template, path)
+            current[:] = [f"sqlite:///{path}"]
+            return await StateStore.open(current[0])
+
+        async def reopen_db() -> StateStore:
+            return await StateStore.open(current[0])
+
+    else:
+        url: str = request.getfixturevalue("pg_migrated")
+
+        async def open_db() -> StateStore:
+            from .conftest import _empty_pg
+
+            await _empty_pg(url)
+            return await StateStore.open(url)
+
+        async def reopen_db() -> StateStore:
+            return await StateStore.open(url)
+
+    run_state_machine_as_test(_machine(open_db, reopen_db), settings=SETTINGS)
