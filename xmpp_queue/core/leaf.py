@@ -103,7 +103,7 @@ class LeafPolicy:
             work.effects.append(ItemNotice(jid, node.node_id, (notice,), subids))
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
-        await self._trim(work, node)
+        """A dead letter (or redriven item) moved in: announce it, never trim for it."""
         payload = item.payload if node.config.deliver_payloads else None
         await self._tell(
             work, node, NoticeItem(item.item_id, payload, item.publisher, dict(item.headers))
