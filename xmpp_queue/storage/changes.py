@@ -170,6 +170,12 @@ class ChangeSet:
             raise RuntimeError("savepoints must end innermost first, once each")
         below = self._below.pop()
         if keep:
+            if not (below.nodes or below.items or below.subs or below.affiliations):
+                # Nothing recorded below (the batch's first operation, or a batch of
+                # one): this level's records are the transaction's as they stand.
+                self.dropped |= below.dropped
+                self.purged |= below.purged
+                return
             self._merge_into(below)
         else:
             self._undo()

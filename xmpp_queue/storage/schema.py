@@ -2,9 +2,9 @@
 
 Only alembic revisions in ``migrations/`` change a live database; these models
 are what autogenerate compares against (``tests/storage/test_migrations.py``
-checks that the revisions and the models agree). The repositories in
-``sql.py`` use the tables through SQLAlchemy Core (``Model.__table__``), never
-the ORM unit of work: a flush per operation is the CPU cost group commit avoids.
+checks that the revisions and the models agree). The SQL backends
+(``backend_sql.py``) compile their statements from these tables once; nothing
+uses the ORM unit of work.
 
 Choices worth knowing:
 
@@ -185,6 +185,39 @@ class LedgerRow(Base):
     payload_size: Mapped[int] = mapped_column(L.PAYLOAD_SIZE, Integer, default=0)
 
 
+class LeaseRow(Base):
+    """Who is the active process of a component, and the fencing token of its term.
+
+    One row per component JID. ``token`` grows by one with every new holder;
+    every commit of the holder checks it in the same transaction, so a process
+    that lost its lease can never commit again. ``backend_pid`` is the holder's
+    database session: when it is gone (the process died), a standby need not
+    wait for ``expires_at``.
+    """
+
+    __tablename__ = "leader_leases"
+
+    name: Mapped[str] = mapped_column(String(), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(), default="")
+    backend_pid: Mapped[int | None] = mapped_column(Integer)
+    token: Mapped[int] = mapped_column(BigInteger, default=0)
+    acquired_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    last_commit_at: Mapped[datetime | None]
+
+
+class MemberRow(Base):
+    """Every running process of a component, active or standing by, for ``status``."""
+
+    __tablename__ = "service_members"
+
+    name: Mapped[str] = mapped_column(String(), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(), primary_key=True)
+    role: Mapped[str] = mapped_column(String())
+    since: Mapped[datetime]
+    seen_at: Mapped[datetime]
+
+
 metadata = Base.metadata
 
 nodes = cast(Table, NodeRow.__table__)
@@ -192,3 +225,5 @@ affiliations = cast(Table, AffiliationRow.__table__)
 subscriptions = cast(Table, SubscriptionRow.__table__)
 items = cast(Table, ItemRow.__table__)
 ledger = cast(Table, LedgerRow.__table__)
+leases = cast(Table, LeaseRow.__table__)
+members = cast(Table, MemberRow.__table__)
