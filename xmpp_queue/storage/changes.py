@@ -186,6 +186,17 @@ class ChangeSet:
     def _merge_into(self, below: _Level) -> None:
         """Add this level's records to *below*, keeping *below*'s where it has one."""
         snapshotted = below.nodes  # the nodes *below* took a snapshot of, before merging
+        if not snapshotted and not self.nodes:
+            # The common case: no node-level change anywhere, so every record here is
+            # the value as the transaction found it unless *below* has an older one.
+            setdefault = below.items.setdefault
+            for key, orig in self.items.items():
+                setdefault(key, orig)
+            for skey, was in self.subs.items():
+                below.subs.setdefault(skey, was)
+            for akey, aff in self.affiliations.items():
+                below.affiliations.setdefault(akey, aff)
+            return
         for (node_id, item_id), orig in self.items.items():
             if (node_id, item_id) in below.items:
                 continue
