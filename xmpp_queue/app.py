@@ -5,12 +5,18 @@ the admin commands are created here, in :func:`run_service`, and nowhere else:
 no module-level singletons, no engine at import time, so tests and the demo
 can build as many independent services as they like.
 
-Lifecycle, in order: open the store, start the service (its commit batcher),
-connect the component and serve until SIGINT/SIGTERM or the component ends;
-then stop the component (no new stanzas), stop the service (finish the
-operations in flight) and close the store. A wrong secret is one log line
-(written by the component) and exit status 1: retrying cannot fix it, and
-hammering the server helps nobody.
+Lifecycle of one term, in order: open the store, start the service (its
+commit batcher), connect the component and serve until SIGINT/SIGTERM, the
+component ends, or the lease is lost; then stop the component (no new
+stanzas), stop the service (finish the operations in flight) and close the
+store. A wrong secret is one log line (written by the component) and exit
+status 1: retrying cannot fix it, and hammering the server helps nobody.
+
+Who serves: on PostgreSQL any number of processes may run with one config;
+each stands by until it holds the leader lease (``storage/lease.py``), serves
+one term, and stands by again if it loses the lease. On SQLite one process
+serves, guarded by a lock on the database file; a second one exits with
+status 2 and one line naming the holder.
 """
 
 from __future__ import annotations
@@ -23,14 +29,18 @@ import signal
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xmpp_queue.config import Settings
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 
+if TYPE_CHECKING:
+    from xmpp_queue.storage.lease import PostgresLease
+
 log = logging.getLogger("xmpp_queue.app")
 
 STOP_TIMEOUT = 15.0
+EXIT_IN_USE = 2  # the SQLite database is served by another process
 
 
 class RunnableComponent(Protocol):
@@ -67,6 +77,62 @@ def _redacted(url: str) -> str:
 
 async def run_service(settings: Settings) -> int:
     """Run the component until a signal or a fatal error. Returns the exit status."""
+    from xmpp_queue.storage.engine import is_sqlite
+
+    stop = asyncio.Event()
+    with _signals_set(stop):
+        if is_sqlite(settings.database.url):
+            return await _run_alone(settings, stop)
+        return await _run_with_lease(settings, stop)
+
+
+async def _run_alone(settings: Settings, stop: asyncio.Event) -> int:
+    """SQLite: one process per database file, or exit 2 saying who holds it."""
+    from xmpp_queue.storage.file_lock import DatabaseInUse, DatabaseLock
+
+    lock = DatabaseLock(settings.database.url)
+    try:
+        lock.acquire()
+    except DatabaseInUse as exc:
+        log.error(
+            'event=database_in_use database=%s holder="%s" hint="one process per SQLite '
+            'database; use PostgreSQL for standbys"',
+            exc.path,
+            exc.holder,
+        )
+        return EXIT_IN_USE
+    try:
+        status = await _serve_term(settings, stop, None)
+        return 0 if status is None else status
+    finally:
+        lock.release()
+
+
+async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
+    """PostgreSQL: stand by until the lease is ours, serve, stand by again if lost."""
+    from xmpp_queue.storage.lease import PostgresLease
+
+    lease = PostgresLease(
+        settings.database.url, settings.component.jid, ttl=settings.database.lease_seconds
+    )
+    try:
+        while not stop.is_set():
+            if await lease.acquire(stop) is None:
+                break
+            status = await _serve_term(settings, stop, lease)
+            if status is not None:
+                return status
+            log.warning("event=stepped_down component=%s action=standby", settings.component.jid)
+        return 0
+    finally:
+        await lease.release()
+        await lease.close()
+
+
+async def _serve_term(
+    settings: Settings, stop: asyncio.Event, lease: PostgresLease | None
+) -> int | None:
+    """Serve until stopped (its exit status) or until the lease is lost (None)."""
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.storage.store import StateStore
     from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
@@ -74,9 +140,11 @@ async def run_service(settings: Settings) -> int:
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
     # The component is the one writer of its database: state is served from memory
-    # and each group commit writes only the net change (storage/store.py).
-    store = await StateStore.open(settings.database.url)
+    # and each group commit writes only the net change (storage/store.py). With a
+    # lease, every commit first checks that the lease is still ours (fencing).
+    store = await StateStore.open(settings.database.url, lease.fence if lease else None)
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
+    keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     try:
         await service.start()
         component = QueueComponent(
@@ -93,17 +161,17 @@ async def run_service(settings: Settings) -> int:
         )
         _freeze_startup_heap()
         log.info(
-            "event=starting component=%s server=%s database=%s admins=%d",
+            "event=starting component=%s server=%s database=%s admins=%d token=%s",
             comp.jid,
             server,
             _redacted(settings.database.url),
             len(settings.admins.jids),
+            lease.token if lease is not None else "-",
         )
-        stop = asyncio.Event()
-        with _signals_set(stop):
-            status = await _serve(component, stop, HandshakeRejected, comp.jid, server)
-        return status
+        return await _serve(component, stop, HandshakeRejected, comp.jid, server, keeper)
     finally:
+        if keeper is not None:
+            keeper.cancel()
         try:
             await service.stop()
         except Exception:  # still close the store; the operator sees why in the log
@@ -134,14 +202,26 @@ async def _serve(
     handshake_rejected: type[BaseException],
     jid: str,
     server: str,
-) -> int:
-    """Run ``component.run()`` until it ends or *stop* is set; map the ending to a status."""
+    keeper: asyncio.Future[None] | None = None,
+) -> int | None:
+    """Run ``component.run()`` until it ends, *stop* is set or *keeper* (the lease)
+    ends; map the ending to a status, or None when the lease was lost."""
     run = asyncio.ensure_future(component.run())
     stopping = asyncio.ensure_future(stop.wait())
+    waits: set[asyncio.Future[Any]] = {run, stopping}
+    if keeper is not None:
+        waits.add(keeper)
     try:
-        await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
+    if keeper is not None and keeper.done() and not run.done() and not stop.is_set():
+        reason = keeper.exception() if not keeper.cancelled() else None
+        log.error('event=lease_lost component=%s reason="%s" action=disconnect', jid, reason)
+        await component.stop()  # stop answering at once: nothing we do commits any more
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(run, STOP_TIMEOUT)
+        return None
     if not run.done():
         await component.stop()
         try:

@@ -132,6 +132,61 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """Which process serves the component, since when, and who stands by."""
+    settings = _settings(args)
+    url = settings.database.url
+    from xmpp_queue.storage.engine import is_sqlite
+
+    if is_sqlite(url):
+        from xmpp_queue.storage.file_lock import DatabaseInUse, DatabaseLock
+
+        lock = DatabaseLock(url)
+        try:
+            lock.acquire()
+        except DatabaseInUse as exc:
+            print(
+                f"{settings.component.jid}: active {exc.holder} (SQLite: one process, no standbys)"
+            )
+            return EXIT_OK
+        lock.release()
+        print(f"{settings.component.jid}: no process is serving {_redacted(url)}")
+        return EXIT_FAILURE
+    from xmpp_queue.storage.lease import lease_status
+
+    try:
+        status = asyncio.run(lease_status(url, settings.component.jid))
+    except Exception as exc:
+        raise _database_failure(url, exc) from exc
+    print(status_text(status))
+    return EXIT_OK if status.holder else EXIT_FAILURE
+
+
+def status_text(status: Any) -> str:
+    """The lease and its members as lines an operator reads (times in UTC)."""
+
+    def ago(when: Any) -> str:
+        return f"{(status.now - when).total_seconds():.1f}s ago"
+
+    lines = []
+    if status.holder:
+        left = (status.expires_at - status.now).total_seconds()
+        lines.append(
+            f"{status.name}: active {status.holder} since "
+            f"{status.acquired_at:%Y-%m-%d %H:%M:%S}Z (term {status.token}, lease {left:.1f}s left)"
+        )
+    else:
+        lines.append(f"{status.name}: no active process (last term {status.token})")
+    fresh = [m for m in status.members if (status.now - m.seen_at).total_seconds() < 60]
+    standbys = [m for m in fresh if m.role == "standby"]
+    lines.append(f"standbys: {len(standbys)}")
+    for m in standbys:
+        lines.append(
+            f"  {m.holder} standing by since {m.since:%Y-%m-%d %H:%M:%S}Z, seen {ago(m.seen_at)}"
+        )
+    return "\n".join(lines)
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the file and print what it means; connect to nothing."""
     settings = _settings(args)
@@ -147,7 +202,10 @@ def summary(settings: Settings) -> str:
     deliveries = q.default_max_deliveries or "0 (no limit)"
     rows = [
         ("component", f"{c.jid} via {c.server_host}:{c.server_port} (secret set)"),
-        ("database", _redacted(settings.database.url)),
+        (
+            "database",
+            f"{_redacted(settings.database.url)} lease={settings.database.lease_seconds}s",
+        ),
         ("admins", admins),
         (
             "queue",
@@ -329,6 +387,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     migrate = subparsers.add_parser("migrate", help="create or upgrade the database schema")
     _add_config_option(migrate)
     migrate.set_defaults(_handler=cmd_migrate)
+
+    status = subparsers.add_parser(
+        "status", help="which process serves the component, and the standbys"
+    )
+    _add_config_option(status)
+    status.set_defaults(_handler=cmd_status)
 
     check = subparsers.add_parser("check-config", help="validate the config file, print it")
     _add_config_option(check)

@@ -71,9 +71,12 @@ class DatabaseSettings:
     """``[database]``: a SQLAlchemy URL (``sqlite:///path`` or ``postgresql://...``).
 
     A relative SQLite path is relative to the working directory of the process.
+    ``lease_seconds`` (PostgreSQL): the term of the leader lease; a hung active
+    process is replaced this long after its last renewal (a dead one at once).
     """
 
     url: str = DEFAULT_DATABASE_URL
+    lease_seconds: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +243,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "server_host": _host,
         "server_port": _integer(1, 65535),
     },
-    "database": {"url": _database_url},
+    "database": {"url": _database_url, "lease_seconds": _integer(2, 300, "seconds")},
     "admins": {"jids": _admin_jids},
     "queue": {
         "default_lock_timeout": _integer(1, _SECONDS_WEEK, "seconds"),

@@ -230,3 +230,8 @@ class NotLockHolder(PubSubError):
 
 class StorageUnavailable(PubSubError):
     """The database cannot be reached; try again later."""
+
+
+class NotActive(StorageUnavailable):
+    """This process lost its lease to another (high availability): nothing it does
+    commits any more; the client retries and reaches the active process."""

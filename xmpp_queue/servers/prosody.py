@@ -253,6 +253,8 @@ class PrivateProsody(ServerLifecycle):
             'storage = { accounts = "internal" }',
             f"c2s_stanza_size_limit = {STANZA_SIZE_LIMIT}",
             f"component_stanza_size_limit = {STANZA_SIZE_LIMIT}",
+            # A standby that took the lease replaces a paused or cut-off old process.
+            'component_conflict_resolve = "kick_old"',
             f"log = {{ {self.log_level} = {lua_string(str(self.log_path))} }}",
         ]
         if not self.nagle:

@@ -16,11 +16,14 @@ database may have committed anyway (then the store reloads rather than guess).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.storage.changes import Flush
 from xmpp_queue.storage.state import MemoryState
+
+if TYPE_CHECKING:
+    from xmpp_queue.storage.lease import Fence
 
 
 class FlushFailed(Exception):
@@ -52,12 +55,13 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
-async def open_backend(url: str | None) -> Backend:
-    """The backend for a database URL; None means no persistence at all."""
+async def open_backend(url: str | None, fence: Fence | None = None) -> Backend:
+    """The backend for a database URL; None means no persistence at all. With a
+    *fence* (PostgreSQL only) every commit first checks that the lease is ours."""
     if url is None:
         from xmpp_queue.storage.backend_memory import MemoryBackend
 
         return MemoryBackend()
     from xmpp_queue.storage.backend_sql import open_sql_backend
 
-    return await open_sql_backend(url)
+    return await open_sql_backend(url, fence)

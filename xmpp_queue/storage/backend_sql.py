@@ -52,13 +52,14 @@ from sqlalchemy.engine import Dialect, Engine, make_url
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
-from xmpp_queue.core.errors import StorageUnavailable
+from xmpp_queue.core.errors import NotActive, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item, Subscription
 from xmpp_queue.storage import codec, schema
 from xmpp_queue.storage.backend import Backend, FlushFailed
 from xmpp_queue.storage.changes import Flush
 from xmpp_queue.storage.engine import is_sqlite, make_sqlite_engine
+from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import (
     AFFILIATION_FIELDS,
     ITEM_COLD_FIELDS,
@@ -78,9 +79,12 @@ T = TypeVar("T")
 _SEQUENCE_STEP = 4096
 
 
-async def open_sql_backend(url: str) -> Backend:
-    backend: Backend = SqliteBackend(url) if is_sqlite(url) else PostgresBackend(url)
-    return backend
+async def open_sql_backend(url: str, fence: Fence | None = None) -> Backend:
+    if is_sqlite(url):
+        if fence is not None:
+            raise ValueError("a leader lease needs PostgreSQL; SQLite runs one process")
+        return SqliteBackend(url)
+    return PostgresBackend(url, fence)
 
 
 # --- statements ---------------------------------------------------------------------
@@ -524,10 +528,11 @@ class PostgresBackend:
 
     keeps_payloads = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, fence: Fence | None = None) -> None:
         parsed = make_url(url).set(drivername="postgresql")
         self._dsn = parsed.render_as_string(hide_password=False)
         self._conn: asyncpg.Connection | None = None
+        self.fence = fence  # high availability: every commit checks our lease token
         self._seq_reserved = 0
         self._sub_id_reserved = 0
 
@@ -576,9 +581,17 @@ class PostgresBackend:
         transaction = conn.transaction()
         try:
             await transaction.start()
+            if self.fence is not None:
+                status = await conn.execute(FENCE_CHECK, self.fence.name, self.fence.token)
+                if status != "UPDATE 1":
+                    raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
             for sql, rows in plan:
                 await conn.executemany(sql, rows)
             await self._reserve(conn, flush)
+        except NotActive as exc:
+            await transaction.rollback()
+            log.error("event=commit_fenced name=%s token=%d", self.fence.name, self.fence.token)  # type: ignore[union-attr]
+            raise FlushFailed(exc, maybe_committed=False) from exc
         except BaseException as exc:
             if not conn.is_closed():
                 try:

@@ -88,6 +88,8 @@ from xmpp_queue.storage.state import MemoryState
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
+    from xmpp_queue.storage.lease import Fence
+
 log = logging.getLogger("xmpp_queue.storage.store")
 
 __all__ = ["StateStore", "StateTransaction"]
@@ -138,17 +140,18 @@ class StateStore:
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str | URL | None) -> StateStore:
+    async def open(cls, url: str | URL | None, fence: Fence | None = None) -> StateStore:
         """Load the migrated database at *url* into memory (None: no database).
 
-        It does not migrate: run ``storage.migrations.upgrade`` first.
+        It does not migrate: run ``storage.migrations.upgrade`` first. With a
+        *fence* (the leader lease's token), every commit checks it first.
         """
         text = (
             url
             if url is None or isinstance(url, str)
             else url.render_as_string(hide_password=False)
         )
-        backend = await open_backend(text)
+        backend = await open_backend(text, fence)
         try:
             state = await backend.load()
         except BaseException:

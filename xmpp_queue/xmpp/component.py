@@ -120,6 +120,7 @@ class _SessionEnd(enum.Enum):
     LOST = "lost"  # was connected, connection dropped
     FAILED = "failed"  # could not connect (refused, reset before handshake, conflict)
     REJECTED = "rejected"  # handshake refused
+    REPLACED = "replaced"  # was connected; the server took another connection for our name
 
 
 class QueueComponent(ComponentXMPP):
@@ -311,6 +312,12 @@ class QueueComponent(ComponentXMPP):
     def _on_disconnected(self, reason: Any) -> None:
         if self._stop_requested is not None and self._stop_requested.is_set():
             end = _SessionEnd.STOPPED
+        elif self._connected and self._stream_error == "conflict":
+            # Another process connected with our name and the server kept it (Prosody's
+            # component_conflict_resolve = "kick_old"): with a leader lease that is the
+            # new active process. Back off instead of kicking it back at once.
+            end = _SessionEnd.REPLACED
+            log.warning("event=replaced jid=%s reason=conflict", self.boundjid.bare)
         elif self._connected:
             end = _SessionEnd.LOST
             log.warning("event=connection_lost jid=%s reason=%s", self.boundjid.bare, reason)
