@@ -1,0 +1,138 @@
+"""Several ``xmpp-queue run`` processes of one component on one PostgreSQL database.
+
+Used by the high-availability tests and by ``bench/takeover.py``: start
+processes with one config, find the active one by its log, kill or pause it,
+and time how long until a client's publish is answered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+from slixmpp import ClientXMPP
+from slixmpp.exceptions import IqError, IqTimeout
+
+from tests.integration.conftest import ComponentProcess
+from tests.integration.queue_helpers import publish
+
+ACQUIRED = "event=lease_acquired"
+STEPPED_DOWN = "event=stepped_down"
+STANDING_BY = "event=standing_by"
+CONNECTED = "event=connected"
+
+
+class Cluster:
+    """Processes sharing ``base``'s config file; each writes its own log."""
+
+    def __init__(self, base: ComponentProcess) -> None:
+        self.base = base
+        self.procs: list[ComponentProcess] = []
+        self.paused: set[int] = set()  # pids stopped with SIGSTOP
+
+    def add(self) -> ComponentProcess:
+        """Spawn one more process (it becomes active or stands by)."""
+        n = len(self.procs)
+        proc = dataclasses.replace(
+            self.base,
+            log_path=self.base.log_path.with_name(f"{self.base.log_path.stem}-{n}.log"),
+            process=None,
+        )
+        proc.spawn()
+        self.procs.append(proc)
+        return proc
+
+    def _serving(self, proc: ComponentProcess) -> bool:
+        """Alive, not paused, and its latest term began after its latest step-down
+        and is connected."""
+        if not proc.running or proc.process is None or proc.process.pid in self.paused:
+            return False
+        log = proc.run_log()
+        acquired = log.rfind(ACQUIRED)
+        return acquired > log.rfind(STEPPED_DOWN) and log.find(CONNECTED, acquired) >= 0
+
+    def active(self) -> ComponentProcess | None:
+        serving = [p for p in self.procs if self._serving(p)]
+        return serving[0] if len(serving) == 1 else None
+
+    def standing_by(self, proc: ComponentProcess) -> bool:
+        log = proc.run_log()
+        return proc.running and log.rfind(STANDING_BY) > log.rfind(ACQUIRED)
+
+    async def wait_active(self, within: float = 30.0) -> ComponentProcess:
+        deadline = time.monotonic() + within
+        while (found := self.active()) is None:
+            if time.monotonic() > deadline:
+                logs = "\n".join(
+                    f"--- {p.log_path.name}\n{p.run_log()[-3000:]}" for p in self.procs
+                )
+                raise AssertionError(f"no single active process within {within}s:\n{logs}")
+            await asyncio.sleep(0.05)
+        return found
+
+    async def wait_standing_by(self, proc: ComponentProcess, within: float = 30.0) -> None:
+        deadline = time.monotonic() + within
+        while not self.standing_by(proc):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{proc.log_path.name} not standing by:\n{proc.run_log()}")
+            await asyncio.sleep(0.05)
+
+    def kill(self, proc: ComponentProcess) -> None:
+        proc.kill()
+
+    def pause(self, proc: ComponentProcess) -> None:
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGSTOP)
+        self.paused.add(proc.process.pid)
+
+    def resume(self, proc: ComponentProcess) -> None:
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGCONT)
+        self.paused.discard(proc.process.pid)
+
+    def takeovers(self) -> int:
+        """Terms begun after the first one, over every process's whole log."""
+        return sum(p.log_text().count(ACQUIRED) for p in self.procs) - 1
+
+    async def stop(self) -> None:
+        for proc in self.procs:
+            if proc.process is not None and proc.process.pid in self.paused:
+                self.resume(proc)
+        await asyncio.gather(*(p.astop() for p in self.procs))
+
+
+async def until_answered(
+    client: ClientXMPP, node: str, item_id: str, within: float = 30.0
+) -> float:
+    """Publish *item_id* again and again until a publish is answered; when (monotonic)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await publish(client, node, item_id, f"probe {item_id}", within=1.0)
+            return time.monotonic()
+        except (IqError, IqTimeout):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def timed_takeover(
+    cluster: Cluster,
+    client: ClientXMPP,
+    node: str,
+    item_id: str,
+    fail: Callable[[ComponentProcess], None],
+    refill: Callable[[], Awaitable[None]] | None = None,
+) -> float:
+    """Fail the active process; seconds until a publish is answered again."""
+    active = await cluster.wait_active()
+    started = time.monotonic()
+    fail(active)
+    answered = await until_answered(client, node, item_id)
+    if refill is not None:
+        await refill()
+    return answered - started

@@ -1,0 +1,277 @@
+"""High availability: one active process, standbys that take over, on PostgreSQL.
+
+Behind a real Prosody and a real ejabberd, with processes run as an operator
+runs them (``python -m xmpp_queue run -c FILE``, one config for all):
+
+- a standby takes over when the active process is killed, within a bound, and
+  the locks that workers hold keep their holders and their deadlines;
+- a paused active process loses its lease, a standby takes over, and once
+  resumed the old one neither commits nor serves: it stands by;
+- on SQLite a second process refuses to start, naming the holder (exit 2);
+- ``xmpp-queue status`` names the active process and the standbys;
+- a chaos run: publishers and workers at work while the active process is
+  killed or paused again and again (at least five takeovers); every publish
+  that got a success result is acked, nothing acked comes back, and nothing
+  is in two places.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import Cluster, timed_takeover, until_answered
+from tests.integration.conftest import make_component, xmpp_queue_cli
+from tests.integration.queue_helpers import (
+    Publisher,
+    QueueWorker,
+    create_queue,
+    ledger_events,
+    publish,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+LEASE = 2  # seconds: short, so a paused process is replaced quickly in tests
+TAKEOVER_BOUND = 5.0  # the documented target, kill to the first answered publish
+
+
+def _cluster(server: object, url: str, tmp_path: Path) -> Cluster:
+    base = make_component(server, url, tmp_path / "cluster")  # type: ignore[arg-type]
+    text = base.config_path.read_text().replace(
+        f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
+    )
+    base.config_path.write_text(text)
+    base.migrate()
+    return Cluster(base)
+
+
+@pytest.fixture
+async def cluster(xmpp_server, pg_database, tmp_path):  # type: ignore[no-untyped-def]
+    made = _cluster(xmpp_server, pg_database, tmp_path)
+    yield made
+    await made.stop()
+
+
+async def _locks(url: str, node: str) -> dict[str, tuple[str | None, object]]:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from tests.integration.queue_helpers import async_database_url
+
+    engine = create_async_engine(async_database_url(url))
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT item_id, lock_jid, lock_expires_at FROM items "
+                    "WHERE node_id = :node AND locked_by IS NOT NULL"
+                ),
+                {"node": node},
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+    finally:
+        await engine.dispose()
+
+
+async def test_a_standby_takes_over_a_killed_active_and_locks_keep_their_deadlines(
+    cluster: Cluster, client, pg_database
+) -> None:
+    first = cluster.add()
+    assert await cluster.wait_active() is first
+    second = cluster.add()
+    await cluster.wait_standing_by(second)
+    assert not second.connected()  # a standby does not touch the XMPP server
+
+    owner = await client("pub")
+    node = await create_queue(owner, queue_lock_timeout=60)
+    worker = QueueWorker(await client("w1"), node, 2, name="w1")
+    worker.frozen = True  # holds what it gets: two locks across the takeover
+    await worker.start()
+    for n in range(3):
+        await publish(owner, node, f"held-{n}")
+    await wait_until(lambda: len(worker.held) == 2, 10, "two items locked to the worker")
+    before = await _locks(pg_database, node)
+    assert len(before) == 2
+
+    status = xmpp_queue_cli("status", "-c", str(first.config_path))
+    assert status.returncode == 0, status.stderr
+    assert f":{first.process.pid} since" in status.stdout  # type: ignore[union-attr]
+    assert "standbys: 1" in status.stdout and f":{second.process.pid}" in status.stdout  # type: ignore[union-attr]
+
+    seconds = await timed_takeover(cluster, owner, node, "after-kill", cluster.kill)
+    assert await cluster.wait_active() is second
+    assert seconds < TAKEOVER_BOUND * 2, f"takeover took {seconds:.2f}s"  # slack for a busy CI
+    # The locks kept their holders and deadlines: the lock clock did not restart.
+    after = await _locks(pg_database, node)
+    assert {k: v for k, v in after.items() if k in before} == before
+    # and the worker acks them through the new active process
+    worker.frozen = False
+    for item_id in sorted(before):
+        await worker.ack(item_id)
+    assert sorted(worker.acked) == sorted(before)
+
+
+async def test_a_paused_active_is_fenced_and_stands_by_when_it_resumes(
+    prosody, pg_database, tmp_path, client
+) -> None:
+    cluster = _cluster(prosody, pg_database, tmp_path)
+    try:
+        old = cluster.add()
+        await cluster.wait_active()
+        new = cluster.add()
+        await cluster.wait_standing_by(new)
+        owner = await client("pub")
+        node = await create_queue(owner)
+        await publish(owner, node, "before")
+
+        cluster.pause(old)
+        paused_at = time.monotonic()
+        # Sent while the old process is frozen: it may sit in the old stream's buffers.
+        in_flight = asyncio.create_task(until_answered(owner, node, "during", within=30))
+        assert await cluster.wait_active(within=LEASE * 5) is new
+        await in_flight
+        took_over = time.monotonic() - paused_at
+        assert took_over < LEASE + 5
+
+        cluster.resume(old)
+        await wait_until(lambda: "event=lease_lost" in old.run_log(), 10, "the old one to notice")
+        await cluster.wait_standing_by(old, within=15)
+        log = old.run_log()
+        lost_at = log.rfind("event=lease_lost")
+        assert "event=connected" not in log[lost_at:], "the fenced process connected again"
+        assert "event=node_created" not in log[lost_at:]
+        # Whatever the old process read before it froze failed its commit: it never
+        # answered success. Every publish that got a success is stored, exactly once.
+        await publish(owner, node, "after")
+        rows = await ledger_events(pg_database, node)
+        published = Counter(item for kind, item, _ in rows if kind == "published")
+        assert set(published) == {"before", "during", "after"}
+        assert cluster.active() is new
+    finally:
+        await cluster.stop()
+
+
+async def test_a_second_process_on_one_sqlite_file_exits_2_naming_the_first(
+    component, tmp_path
+) -> None:
+    first = await component(database_url=f"sqlite:///{tmp_path / 'one.sqlite'}")
+    result = await asyncio.to_thread(
+        xmpp_queue_cli, "run", "-c", str(first.config_path), timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "database_in_use" in line]
+    assert len(lines) == 1, result.stderr
+    assert f":{first.process.pid} since" in lines[0]  # type: ignore[union-attr]
+    assert first.running and "event=stopped" not in first.run_log()
+
+
+CHAOS_TAKEOVERS = 5
+
+
+async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(
+    cluster: Cluster, client, pg_database
+) -> None:
+    """Kill or pause the active process again and again while work flows."""
+    for _ in range(3):
+        cluster.add()
+    await cluster.wait_active()
+    owner = await client("pub")
+    node = await create_queue(owner, queue_lock_timeout=3)
+    workers = []
+    for user in ("w1", "w2", "w3"):
+        worker = QueueWorker(await client(user), node, 4, work_time=(0.05, 0.4), name=user)
+        await worker.start()
+        workers.append(worker)
+    publisher = Publisher(owner, node, window=4, retry=True)
+    items = [f"chaos-{n:04d}" for n in range(400)]
+
+    async def trickle() -> None:  # spread over the run, so takeovers hit publishes too
+        for start in range(0, len(items), 10):
+            await publisher.run(items[start : start + 10])
+            await asyncio.sleep(0.15)
+
+    stream = asyncio.create_task(trickle())
+    rng = random.Random(11)
+    most_locked = 0  # the service's own count of locks per worker, sampled as we go
+    try:
+        while cluster.takeovers() < CHAOS_TAKEOVERS:
+            per_worker = Counter(jid for jid, _ in (await _locks(pg_database, node)).values())
+            most_locked = max([most_locked, *per_worker.values()])
+            active = await cluster.wait_active(within=30)
+            await asyncio.sleep(rng.uniform(0.5, 1.5))  # work flows for a while
+            if rng.random() < 0.5:
+                cluster.kill(active)
+                cluster.add()  # a replacement standby, as systemd would restart it
+            else:
+                cluster.pause(active)
+                await cluster.wait_active(within=LEASE * 6)
+                cluster.resume(active)
+            for worker in workers:
+                if worker.unacked:
+                    await worker.retry_acks()
+        await stream
+    finally:
+        if not stream.done():
+            stream.cancel()
+    assert sorted(publisher.confirmed) == items
+
+    # Every confirmed publish ends acked (acks that failed during a takeover are retried;
+    # items whose notification was lost come back after the 3 s lock timeout).
+    async def all_acked() -> bool:
+        for worker in workers:
+            if worker.unacked:
+                await worker.retry_acks()
+        rows = await ledger_events(pg_database, node)
+        return {item for kind, item, _ in rows if kind == "acked"} >= set(items)
+
+    deadline = time.monotonic() + 90
+    while not await all_acked():
+        assert time.monotonic() < deadline, "not every confirmed publish was acked"
+        await asyncio.sleep(0.5)
+    for worker in workers:
+        await worker.drain()
+
+    rows = await ledger_events(pg_database, node)
+    acked_rows = Counter(item for kind, item, _ in rows if kind == "acked")
+    published_rows = Counter(item for kind, item, _ in rows if kind == "published")
+    # Nothing acked came back: after its ack an item is never delivered again unless
+    # it was published again (a publish re-sent after a lost answer: counted, allowed),
+    # and it is acked once per publication.
+    came_back = []
+    gone: set[str] = set()
+    for kind, item, _ in rows:
+        if kind == "acked":
+            gone.add(item)
+        elif kind == "published":
+            gone.discard(item)
+        elif kind == "delivered" and item in gone:
+            came_back.append(item)
+    assert not came_back, f"delivered again after their ack: {came_back[:10]}"
+    assert all(acked_rows[i] == published_rows[i] for i in items), {
+        i: (published_rows[i], acked_rows[i]) for i in items if acked_rows[i] != published_rows[i]
+    }
+    worker_acks = Counter(i for w in workers for i in w.acked)
+    doubles = {i: n for i, n in worker_acks.items() if n > published_rows[i]}
+    assert not doubles, f"acked successfully more often than published: {doubles}"
+    # No item in two places: the queue is empty and there is no dead letter.
+    assert await _locks(pg_database, node) == {}
+    assert not any(kind == "dead_lettered" for kind, _, _ in rows)
+    duplicates = sum(max(0, n - 1) for w in workers for n in w.deliveries.values())
+    republished = sum(1 for i in items if published_rows[i] > 1)
+    print(
+        f"chaos: {cluster.takeovers()} takeovers, {len(items)} items, "
+        f"{duplicates} duplicate deliveries, {republished} ids published twice, "
+        f"{publisher.retries} publish retries"
+    )
+    assert cluster.takeovers() >= CHAOS_TAKEOVERS
+    # The service never locked more to one worker than its queue_requests. (A worker's
+    # own count can run ahead when a crash loses an unlock notice between the commit
+    # and its sending: at-least-once, so it is not asserted.)
+    assert most_locked <= 4, most_locked
