@@ -60,7 +60,9 @@ class QueueStream(ClientXMPP):
         self._flush_scheduled = False
         self.on_pubsub_event: EventCallback | None = None
         self.on_closed: Callable[[], None] | None = None
+        self.stream_error: str | None = None  # the condition of the last stream error
         self.add_event_handler("disconnected", self._on_disconnected)
+        self.add_event_handler("stream_error", self._on_stream_error)
 
     # --- login ---------------------------------------------------------------------
 
@@ -177,6 +179,10 @@ class QueueStream(ClientXMPP):
                 self.on_pubsub_event(xml)
                 return
         super()._spawn_event(xml)
+
+    def _on_stream_error(self, error: Any) -> None:
+        self.stream_error = error["condition"] or "undefined-condition"
+        log.warning("event=stream_error jid=%s condition=%s", self.boundjid.full, self.stream_error)
 
     def _on_disconnected(self, reason: object) -> None:
         pending, self._pending = self._pending, {}

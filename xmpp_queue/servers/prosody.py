@@ -151,6 +151,25 @@ class PrivateProsody(ServerLifecycle):
             self.workdir = None
             self._registered = False
 
+    def restart(self) -> None:
+        """Stop the process and start it again on the same ports, with the same
+        accounts: what an operator's ``systemctl restart prosody`` does to clients
+        (their streams close; they must reconnect)."""
+        prosody = shutil.which("prosody")
+        if prosody is None or self.workdir is None:
+            raise ServerError("PrivateProsody.restart() needs a started server")
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._launch(prosody)
+        if not self._wait_ready():
+            raise ServerError(f"Prosody did not restart{self._failure_detail()}")
+
     def register(self, users: Mapping[str, str]) -> None:
         """Create accounts (name → password), all ``prosodyctl`` calls at once.
 
