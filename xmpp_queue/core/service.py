@@ -81,6 +81,7 @@ from xmpp_queue.core.node_config import (
     check_preconditions,
     parse_subscribe_options,
 )
+from xmpp_queue.core.queue import verdicts
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
 from xmpp_queue.core.queue.locks import Release, check_release
 from xmpp_queue.core.service_admin import AdminViews
@@ -716,6 +717,36 @@ class PubSubService(AdminViews):
             self._ledger(w, EventKind.EXTENDED, item, item.lock_jid)
             w.deadlines_changed = True
             return deadline
+
+        return await self._run(op)
+
+    async def unlock_later(
+        self, actor: Actor, node: str, item_id: str, delay: int
+    ) -> Outcome[None]:
+        """Our delayed nack (``core/queue/verdicts.py``); unlock's error flow."""
+        check_id(item_id, "item id")
+        if not 0 <= delay <= verdicts.MAX_DELAY:
+            raise BadRequest(f"delay must be between 0 and {verdicts.MAX_DELAY}")
+
+        async def op(w: Work) -> None:
+            n, item = await self._holder_item(w, actor, node, item_id, "unlock")
+            if not await verdicts.unlock_later(w, n, item, delay, self._publish_internal):
+                raise ItemNotFound(node, item_id)
+            await self.queue.dispatch(w, n)
+
+        return await self._run(op)
+
+    async def dead_letter_now(
+        self, actor: Actor, node: str, item_id: str, reason: str
+    ) -> Outcome[None]:
+        """Our dead-letter-now from the holder (``core/queue/verdicts.py``)."""
+        check_id(item_id, "item id")
+
+        async def op(w: Work) -> None:
+            n, item = await self._holder_item(w, actor, node, item_id, "unlock")
+            if not await verdicts.dead_letter_now(w, n, item, reason, self._publish_internal):
+                raise ItemNotFound(node, item_id)
+            await self.queue.dispatch(w, n)
 
         return await self._run(op)
 
