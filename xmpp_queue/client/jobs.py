@@ -47,7 +47,9 @@ from xmpp_queue.client.wire import ItemEvent
 log = logging.getLogger("xmpp_queue.client")
 
 # Conditions meaning "this lock is no longer yours" (XEP-0254 §2.3 / §2.4).
-LOCK_LOST = frozenset({"unexpected-request", "conflict", "item-not-found"})
+# "forbidden": the service no longer counts us as a subscriber (it saw us leave, e.g.
+# across a server restart) and so released our locks.
+LOCK_LOST = frozenset({"unexpected-request", "conflict", "item-not-found", "forbidden"})
 SEEN_MEMORY = 10_000
 
 
