@@ -70,6 +70,7 @@ class PrivateProsody(ServerLifecycle):
         extra_config: str = "",
         log_level: str = "info",
         start_timeout: float = 20.0,
+        tls_certificates: Path | None = None,
     ) -> None:
         self.components = dict(components or {})
         self.users = dict(users or {})
@@ -79,6 +80,8 @@ class PrivateProsody(ServerLifecycle):
         self.extra_config = extra_config
         self.log_level = log_level
         self.start_timeout = start_timeout
+        # A directory with <domain>.crt/.key: TLS on, and required (as a real server).
+        self.tls_certificates = tls_certificates
         self.c2s_port = 0
         self.component_port = 0
         self.workdir: Path | None = None
@@ -254,7 +257,7 @@ class PrivateProsody(ServerLifecycle):
             "run_as_root = true",
             f"pidfile = {lua_string(str(work / 'prosody.pid'))}",
             f"data_path = {lua_string(str(work / 'data'))}",
-            f"certificates = {lua_string(str(work / 'certs'))}",
+            f"certificates = {lua_string(str(self.tls_certificates or work / 'certs'))}",
             f"interfaces = {{ {lua_string(self.host)} }}",
             f"local_interfaces = {{ {lua_string(self.host)} }}",
             f"c2s_ports = {{ {self.c2s_port} }}",
@@ -263,9 +266,12 @@ class PrivateProsody(ServerLifecycle):
             "s2s_ports = { }",
             "http_ports = { }",
             "https_ports = { }",
-            'modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "presence" }',
-            'modules_disabled = { "s2s"; "tls" }',
-            "c2s_require_encryption = false",
+            'modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "presence"'
+            + ('; "tls" }' if self.tls_certificates else " }"),
+            'modules_disabled = { "s2s" }'
+            if self.tls_certificates
+            else 'modules_disabled = { "s2s"; "tls" }',
+            f"c2s_require_encryption = {'true' if self.tls_certificates else 'false'}",
             "allow_unencrypted_plain_auth = true",
             'authentication = "internal_hashed"',
             'default_storage = "memory"',
