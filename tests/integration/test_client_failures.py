@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import missing
 from tests.integration.conftest import COMPONENTS, PASSWORD
 from xmpp_queue.client import AuthenticationFailed, LoginFailed, Publisher
-from xmpp_queue.servers import PrivateProsody
+from xmpp_queue.servers import PrivateProsody, ServerNotInstalled
 
 pytestmark = pytest.mark.integration
 
@@ -60,20 +60,19 @@ def tls_prosody(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivatePro
     if openssl is None:
         missing("openssl is not installed (apt-get install openssl)")
     certs = tmp_path_factory.mktemp("certs")
+    key, cert = str(certs / "localhost.key"), str(certs / "localhost.crt")
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+    subject = ["-subj", "/CN=localhost", "-keyout", key, "-out", cert]
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
-        + ["-subj", "/CN=localhost", "-keyout", str(certs / "localhost.key")]
-        + ["-out", str(certs / "localhost.crt")],
+        [openssl, *request, *subject],
         check=True,
         capture_output=True,
     )
     server = PrivateProsody(COMPONENTS, {"pub": PASSWORD}, tls_certificates=Path(certs))
     try:
         server.start()
-    except Exception as exc:  # noqa: BLE001 - the fixture decides skip-or-fail
-        if shutil.which("prosody") is None:
-            missing(str(exc))
-        raise
+    except ServerNotInstalled as exc:
+        missing(str(exc))
     yield server
     server.stop()
 
