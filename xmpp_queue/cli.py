@@ -308,7 +308,10 @@ def _run_pipeline(args: argparse.Namespace) -> int:
             )
         except PipelineSettingsError as exc:
             raise CommandError(f"config error: {settings.source}: {exc}", EXIT_USAGE) from None
-    return int(run_pipeline(args, pipeline_settings))
+    try:
+        return int(run_pipeline(args, pipeline_settings))
+    except PipelineSettingsError as exc:  # a missing setting, a node that does not exist
+        raise CommandError(str(exc), EXIT_USAGE) from None
 
 
 def _add_demo(subparsers: Any) -> None:

@@ -128,3 +128,39 @@ async def test_enqueue_runs_by_full_path_with_another_python3_first_on_path(
         allow_plain=True,
     ) as pub:
         assert sorted(await pub.link.item_ids(node)) == sorted(f"r{n}" for n in range(ROWS))
+
+
+async def test_a_misspelt_node_is_one_line_before_spark_starts(
+    prosody: Any,  # noqa: F811
+    component: ComponentFactory,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import time
+
+    from xmpp_queue.cli import main
+
+    service = await component(database_url=f"sqlite:///{tmp_path / 'queue.sqlite'}")
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        service.config_path.read_text()
+        + "\n[pipeline]\n"
+        + 'publisher_jid = "pub@localhost"\n'
+        + f'publisher_password = "{PASSWORD}"\n'
+        + 'service_jid = "queue.localhost"\n'
+        + f'xmpp_host = "{prosody.host}"\n'
+        + f"xmpp_port = {prosody.c2s_port}\n"
+        + "allow_plain = true\n"
+    )
+    source = tmp_path / "rows.csv"
+    source.write_text("key,n\nr1,1\n")
+    argv = ["pipeline", "enqueue", "-c", str(config), "--node", "no-such-node"]
+    started = time.monotonic()
+    status = await asyncio.to_thread(main, [*argv, "--input", str(source)])
+    assert status == 2
+    assert time.monotonic() - started < 10, "refused before a Spark session starts"
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("xmpp-queue:")]
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert "'no-such-node' does not exist on queue.localhost" in line
