@@ -67,6 +67,7 @@ async def main(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         allow_plain=args.allow_plain,
+        name=args.name,
     )
     run = asyncio.ensure_future(worker.run())  # Ctrl-C / SIGTERM drain it
     enough = asyncio.ensure_future(logic.enough.wait())

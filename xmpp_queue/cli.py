@@ -86,9 +86,40 @@ def _redacted(url: str) -> str:
     return str(redacted_url(url))
 
 
+# Failures that only the operator can fix (the database is missing, the role or
+# password is wrong): exit 2, so a supervisor does not restart for ever. A server
+# that is down or busy stays 1: it may be back in a minute.
+_FIX_THE_DATABASE = (
+    "does not exist",
+    "password authentication failed",
+    "authentication failed",
+    "no password supplied",
+    "role ",
+    "permission denied",
+)
+
+
 def _database_failure(url: str, exc: BaseException) -> CommandError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if any(marker in detail for marker in _FIX_THE_DATABASE):
+        hint = ""
+        if "does not exist" in detail and "database" in detail:
+            hint = "; create it (e.g. createdb) and run xmpp-queue migrate"
+        return CommandError(f"database {_redacted(url)}: {detail}{hint}", EXIT_USAGE)
     return CommandError(f"database {_redacted(url)} unreachable: {detail}")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The absolute path of a file SQLite URL (None for other databases or memory).
+
+    ``sqlite:///queue.db`` is relative to the working directory of the process,
+    which for a service is not where the config file is: say which file is meant."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser().resolve()
 
 
 # --- commands --------------------------------------------------------------------------
@@ -100,14 +131,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from xmpp_queue.storage import migrations
 
     url = settings.database.url
+    migrate = f"xmpp-queue migrate -c {shlex.quote(args.config)}"
+    path = sqlite_file(url)
+    where = f" (file {path})" if path is not None else ""
+    if path is not None and not path.exists():
+        # Opening it would create an empty file: refuse first, and say which file.
+        raise CommandError(
+            f"the database file {path} does not exist, so it is not at the current schema "
+            f"({migrations.head_revision()}; {_redacted(url)} is relative to the working "
+            f"directory {Path.cwd()}); run: {migrate}",
+            EXIT_USAGE,
+        )
     try:
         current = migrations.is_up_to_date(url)
     except Exception as exc:
         raise _database_failure(url, exc) from exc
     if not current:
-        migrate = f"xmpp-queue migrate -c {shlex.quote(args.config)}"
         raise CommandError(
-            f"the database {_redacted(url)} is not at the current schema "
+            f"the database {_redacted(url)}{where} is not at the current schema "
             f"({migrations.head_revision()}); run: {migrate}",
             EXIT_USAGE,
         )
@@ -325,7 +366,10 @@ def _run_pipeline(args: argparse.Namespace) -> int:
             )
         except PipelineSettingsError as exc:
             raise CommandError(f"config error: {settings.source}: {exc}", EXIT_USAGE) from None
-    return int(run_pipeline(args, pipeline_settings))
+    try:
+        return int(run_pipeline(args, pipeline_settings))
+    except PipelineSettingsError as exc:  # a missing setting, a node that does not exist
+        raise CommandError(str(exc), EXIT_USAGE) from None
 
 
 def _add_demo(subparsers: Any) -> None:

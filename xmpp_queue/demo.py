@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -81,6 +82,29 @@ PLANS = (
 
 class DemoFailure(Exception):
     """The demo cannot go on; the message says what to do."""
+
+
+class DemoBusy(DemoFailure):
+    """Another demo runs in the same directory: starting would delete its database."""
+
+
+def lock_demo_dir(directory: Path) -> int:
+    """Hold ``demo.lock`` in *directory* for this process's life (the kernel drops it
+    when the process ends, however it ends); DemoBusy if another demo holds it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "demo.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DemoBusy(
+            f"another demo (pid {holder}) is running in {directory}: stop it first, "
+            "or give this one its own --dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
 
 
 # --- command line ---------------------------------------------------------------------
@@ -158,6 +182,7 @@ class Demo:
         self.accounts = Accounts.generate()
         self.secret = secrets.token_urlsafe(12)
         self.prosody: Any = None
+        self._lock_fd: int | None = None
         self.component: subprocess.Popen[bytes] | None = None
         self.publisher: Publisher | None = None
         self.workers: dict[str, Worker] = {}
@@ -198,6 +223,9 @@ class Demo:
             if interrupted:
                 return 130
             raise
+        except DemoBusy as exc:
+            self.say(f"[bold red]demo refused:[/] {exc}")
+            return 2
         except DemoFailure as exc:
             self.say(f"[bold red]demo failed:[/] {exc}")
             return 1
@@ -237,7 +265,7 @@ class Demo:
     # --- setting up -------------------------------------------------------------------
 
     def _prepare_dir(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock_demo_dir(self.dir)  # before anything of another demo is touched
         for name in (*DEMO_FILES, "summary.json", "connection.json"):
             (self.dir / name).unlink(missing_ok=True)
         self.say(f"Demo directory: {self.dir}")
@@ -292,9 +320,24 @@ class Demo:
             'level = "INFO"\n'
         )
 
+    def _pipeline_toml(self) -> str:
+        """The ``[pipeline]`` table for this demo: the Spark jobs run against it with
+        ``xmpp-queue pipeline ... -c <dir>/component.toml``."""
+        name = "example-publisher"
+        return (
+            "\n[pipeline]\n"
+            'master = "local[*]"\n'
+            f'publisher_jid = "{self.accounts.jid(name)}"\n'
+            f'publisher_password = "{self.accounts.passwords[name]}"\n'
+            f'service_jid = "{SERVICE}"\n'
+            'xmpp_host = "127.0.0.1"\n'
+            f"xmpp_port = {self.prosody.c2s_port}\n"
+            "allow_plain = true\n"
+        )
+
     def _start_component(self) -> None:
         config = self.dir / "component.toml"
-        config.write_text(self._component_toml())
+        config.write_text(self._component_toml() + self._pipeline_toml())
         command = [sys.executable, "-m", "xmpp_queue", "run", "-c", str(config)]
         self.say(f"Starting the component: python {' '.join(command[1:])}")
         # The component imports this very package, installed or not.
@@ -555,6 +598,7 @@ class Demo:
             "\nProsody and the component keep running. In another terminal:\n"
             f"  python examples/worker.py --connection {connection}\n"
             f"  python examples/publisher.py --connection {connection} --count 20\n"
+            f"  xmpp-queue pipeline report -c {self.dir / 'component.toml'} --out report\n"
             "Ctrl-C here stops everything."
         )
         try:

@@ -120,6 +120,9 @@ class FakeLink:
     def send_presence(self, available: bool = True) -> None:
         self.log.append("presence" if available else "unavailable")
 
+    async def ping_service(self) -> None:
+        return None
+
     async def subscribe_queue(self, node: str, queue_requests: int) -> SubscriptionResult:
         self.log.append(f"subscribe {node} {queue_requests}")
         return SubscriptionResult("sub-1", "subscribed")
@@ -197,13 +200,13 @@ async def test_stop_after_the_grace_unlocks_unfinished_work() -> None:
     await asyncio.wait_for(worker.wait(), 1)
 
 
-async def test_a_server_side_close_ends_run_with_connection_lost() -> None:
+async def test_without_reconnect_a_server_side_close_ends_run_with_connection_lost() -> None:
     link = FakeLink()
 
     async def handler(job: Job) -> None:
         return None
 
-    worker = make_worker(handler, link)
+    worker = make_worker(handler, link, reconnect=None)
     run = asyncio.ensure_future(worker.run(handle_signals=False))
     await asyncio.sleep(0)
     assert link.on_closed is not None

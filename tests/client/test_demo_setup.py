@@ -1,9 +1,12 @@
-"""The demo's Prosody check: install it as root, otherwise say exactly how. No network."""
+"""The demo's Prosody check (install it as root, otherwise say exactly how) and its
+directory lock. No network."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +49,30 @@ def test_with_prosody_present_nothing_is_installed(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(demo.subprocess, "run", lambda *a, **k: pytest.fail("no install"))
     assert demo._ensure_prosody(print) is True
+
+
+def test_a_second_demo_in_the_same_directory_is_refused_before_touching_it(
+    tmp_path: Path,
+) -> None:
+    """The first demo's database and connection file survive the second's start."""
+    from rich.console import Console
+
+    from xmpp_queue.cli import build_parser
+    from xmpp_queue.demo import Demo, DemoBusy, lock_demo_dir
+
+    first = lock_demo_dir(tmp_path)
+    (tmp_path / "demo.sqlite").write_text("the serving demo's data")
+    (tmp_path / "connection.json").write_text("{}")
+    args = build_parser(["demo", "--dir", str(tmp_path)]).parse_args(
+        ["demo", "--dir", str(tmp_path)]
+    )
+    second = Demo(args, Console(file=None, quiet=True), live=False)
+    with pytest.raises(DemoBusy, match=rf"pid {os.getpid()}.*own --dir"):
+        second._prepare_dir()
+    assert (tmp_path / "demo.sqlite").read_text() == "the serving demo's data"
+    assert (tmp_path / "connection.json").exists()
+    os.close(first)
+    second._prepare_dir()  # once the first is gone, the directory is the new demo's
+    assert not (tmp_path / "demo.sqlite").exists()
+    assert second._lock_fd is not None
+    os.close(second._lock_fd)

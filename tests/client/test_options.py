@@ -56,3 +56,20 @@ def test_without_a_file_the_missing_options_are_named(monkeypatch, capsys):
 def test_without_a_file_the_defaults_are_loopback_and_no_plain_login(monkeypatch):
     args = _parse(monkeypatch, "-j", "a@b", "-p", "x", "-s", "q.b", "-n", "jobs")
     assert (args.host, args.port, args.allow_plain) == ("127.0.0.1", 5222, False)
+
+
+def test_server_host_port_and_plain_are_the_shared_spelling(monkeypatch):
+    args = _parse(
+        monkeypatch, "-j", "a@b", "-p", "x", "-s", "q.b", "-n", "jobs", "--server", "xmpp.b:5223"
+    )
+    assert (args.host, args.port, args.allow_plain) == ("xmpp.b", 5223, False)
+    args = _parse(
+        monkeypatch, "-j", "a@b", "-p", "x", "-s", "q.b", "-n", "jobs", "--server", "xmpp.b"
+    )
+    assert (args.host, args.port) == ("xmpp.b", 5222)
+    args = _parse(monkeypatch, "-j", "a@b", "-p", "x", "-s", "q.b", "-n", "jobs", "--plain")
+    assert args.allow_plain is True
+    assert (
+        _parse(monkeypatch, "-j", "a@b", "-p", "x", "-s", "q.b", "-n", "n", "--name", "w7").name
+        == "w7"
+    )

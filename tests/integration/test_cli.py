@@ -131,3 +131,74 @@ async def test_run_connects_serves_and_stops_cleanly_on_sigterm(
     assert "event=stopping signal=SIGTERM" in run_log
     assert "event=stopped" in run_log
     assert "Traceback" not in run_log
+
+
+# --- refusals before any connection (issue 13) -------------------------------------------
+
+
+def _run_in(cwd: Path, config: Path) -> Any:
+    """``python -m xmpp_queue run -c CONFIG`` started in *cwd*, as a service would be."""
+    import subprocess
+    import sys
+
+    from tests.integration.conftest import subprocess_env
+
+    return subprocess.run(
+        [sys.executable, "-m", "xmpp_queue", "run", "-c", str(config)],
+        cwd=cwd,
+        env=subprocess_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_run_on_a_missing_relative_sqlite_file_names_the_resolved_path_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(GOOD + '\n[database]\nurl = "sqlite:///data/queue.db"\n')
+    workdir = tmp_path / "service-cwd"
+    (workdir / "data").mkdir(parents=True)
+    result = _run_in(workdir, config)
+    assert result.returncode == EXIT_USAGE
+    (line,) = lines(result.stderr)
+    assert str(workdir / "data" / "queue.db") in line
+    assert f"run: xmpp-queue migrate -c {config}" in line
+    assert not (workdir / "data" / "queue.db").exists(), "no empty file left behind"
+
+
+def test_run_on_a_missing_postgresql_database_exits_2(tmp_path: Path, pg_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    missing_db = make_url(pg_url).set(database="xq_no_such_database_13")
+    config = tmp_path / "config.toml"
+    url = missing_db.render_as_string(hide_password=False)
+    config.write_text(GOOD + f'\n[database]\nurl = "{url}"\n')
+    result = _run_in(tmp_path, config)
+    assert result.returncode == EXIT_USAGE, result.stderr
+    (line,) = lines(result.stderr)
+    assert "xq_no_such_database_13" in line and "does not exist" in line
+    assert "createdb" in line
+
+
+class _C2sAsComponentPort:
+    """A server whose 'component port' is really its client port: the mistake."""
+
+    def __init__(self, server: Any) -> None:
+        self.host, self.domain = server.host, server.domain
+        self.c2s_port = self.component_port = server.c2s_port
+
+
+async def test_a_component_pointed_at_the_c2s_port_is_told_so_not_wrong_secret(
+    component: Any, xmpp_server: Any
+) -> None:
+    proc = await component(server=_C2sAsComponentPort(xmpp_server), wait=False)
+    status, seconds = await _exit_status(proc)
+    assert status == EXIT_FAILURE
+    assert seconds < QUICK
+    errors = [line for line in lines(proc.log_text()) if "level=ERROR" in line]
+    assert len(errors) == 1, proc.log_text()
+    assert "client (c2s) port" in errors[0]
+    assert "secret" not in errors[0]

@@ -341,3 +341,102 @@ async def test_dead_letters_carry_their_origin_in_shim_headers(
     assert letter.json() == {"poison": True}
     assert letter.headers.get("origin-node") == node
     assert letter.headers.get("origin-item") == "p1"
+
+
+async def test_delivery_is_the_service_s_count_as_an_int(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """Two workers: the item's second delivery goes to the other one, which must
+    still read 2 (its own count would say 1)."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    seen: list[tuple[str, object]] = []
+    tally = Tally(1)
+
+    def handler_for(name: str) -> Callable[[Job], Awaitable[None]]:
+        async def handle(job: Job) -> None:
+            seen.append((name, job.delivery))
+            if job.delivery == 1:
+                raise RuntimeError("first delivery fails")
+            tally.record(job.item_id)
+
+        return handle
+
+    await worker("w1", node, handler_for("w1"))
+    await worker("w2", node, handler_for("w2"))
+    await publisher.publish(node, json_payload("x"))
+    await tally.wait()
+    assert [d for _, d in seen] == [1, 2]
+    assert seen[0][0] != seen[1][0], "the unlocked item went to the other worker"
+    assert all(type(d) is int for _, d in seen)
+
+
+async def test_job_unlock_with_a_delay_holds_the_item_back(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    times: list[float] = []
+    tally = Tally(1)
+    loop = asyncio.get_running_loop()
+
+    async def later(job: Job) -> None:
+        times.append(loop.time())
+        if job.delivery == 1:
+            await job.unlock(delay=2)
+            return
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, later)
+    await publisher.publish(node, json_payload("x"))
+    await tally.wait()
+    assert times[1] - times[0] >= 1.9, "offered again only after the delay"
+    await until(lambda: w1.stats.acked == 1)
+    assert (w1.stats.unlocked, w1.stats.acked, w1.stats.failed) == (1, 1, 0)
+
+
+async def test_job_dead_letter_moves_it_at_once_with_the_reason(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node, dead = unique("q"), unique("dead")
+    await publisher.create_queue(dead)
+    await publisher.create_queue(node, lock_timeout=60, max_deliveries=10, dead_letter=dead)
+    letters: list[Job] = []
+    tally = Tally(1)
+
+    async def reject(job: Job) -> None:
+        await job.dead_letter("schema v1 is not supported")
+
+    async def collect(job: Job) -> None:
+        letters.append(job)
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, reject)
+    await worker("w2", dead, collect)
+    await publisher.publish(node, json_payload({"v": 1}), item_id="poison")
+    await tally.wait()
+    (letter,) = letters
+    assert letter.headers.get("reason") == "schema v1 is not supported"
+    assert letter.headers.get("origin-item") == "poison"
+    assert letter.headers.get("deliveries") == "1", "one delivery, not ten"
+    assert w1.stats.dead_lettered == 1
+    assert await publisher.link.item_ids(node) == []
+
+
+async def test_job_extend_keeps_the_lock_past_the_timeout(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=1)
+    tally = Tally(1)
+
+    async def long_step(job: Job) -> None:
+        await job.extend(5)
+        await asyncio.sleep(1.5)  # past the node's 1 s lock timeout: the point
+        tally.record(job.item_id)
+
+    w1 = await worker("w1", node, long_step)
+    await publisher.publish(node, json_payload("long"))
+    await tally.wait()
+    await until(lambda: w1.stats.acked == 1)
+    assert (w1.stats.lost, w1.stats.extended) == (0, 1)

@@ -131,6 +131,13 @@ async def test_the_demo_runs_and_its_summary_adds_up(tmp_path: Path, demos: list
     assert workers["fast"]["state"] == workers["flaky"]["state"] == "stopped"
     assert sum(w["acked"] for w in workers.values()) <= summary["acked"]
     assert f"published {items} = acked" in run.output and "adds up" in run.output
+    # A ready [pipeline] table: the Spark jobs run against the demo with -c component.toml.
+    from xmpp_queue.config import load_config
+    from xmpp_queue.pipeline.settings import PipelineSettings
+
+    config = load_config(tmp_path / "demo" / "component.toml")
+    pipeline = PipelineSettings.from_dict({"database_url": config.database.url, **config.pipeline})
+    assert pipeline.publisher_config().service_jid == "queue.localhost"
 
     pids = run.child_pids()
     assert len(pids) == 2, run.output

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,10 @@ async def test_enqueue_drain_and_report_agree(
         line.split('"reason": "')[1].split(":")[0] for line in rejects.read_text().splitlines()
     }
     assert outcomes == {BAD_ROW, TOO_LARGE, REFUSED}
+    # Replayable: every line carries its row, the one the service refused too.
+    by_item = {r["item_id"]: r for r in map(json.loads, rejects.read_text().splitlines())}
+    assert all(r["record"] for r in by_item.values()), by_item
+    assert json.loads(by_item["job-big"]["record"])["text"] == "y" * 1500
 
     # Workers drain the queue: every row handled exactly once.
     handled: list[str] = []

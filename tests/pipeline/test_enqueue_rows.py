@@ -241,3 +241,17 @@ def test_rejects_are_written_as_json_lines(tmp_path: Path) -> None:
     assert [json.loads(line) for line in path.read_text().splitlines()] == [
         {"reason": "bad row: x", "item_id": None}
     ]
+
+
+def test_the_summary_tells_the_whole_wall_time_apart_from_publishing() -> None:
+    import io
+
+    from xmpp_queue.pipeline.enqueue import EnqueueSummary, print_enqueue_summary
+
+    summary = EnqueueSummary(rows_read=10, published=10, seconds=2.0, total_seconds=14.5)
+    out = io.StringIO()
+    print_enqueue_summary(summary, "jobs", out)
+    text = out.getvalue()
+    assert "wall time, all" in text and "14.5 s" in text
+    assert "wall time, reading + publishing" in text and "2.0 s" in text
+    assert "rate while publishing" in text and "5 items/s" in text

@@ -73,11 +73,22 @@ def test_report_of_a_time_range_from_the_database(
 
     html = (out / "report.html").read_text(encoding="utf-8")
     _assert_self_contained(html)
+    _assert_valid_svgs(html)
     assert f"From {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} (UTC)" in html
     text = printed.getvalue()
     assert f"{len(in_range):,} events" in text
     for node in totals:
         assert node in text
+
+
+def _assert_valid_svgs(html: str) -> None:
+    """Every inline chart is well-formed XML (a duplicated attribute is not)."""
+    from xml.etree import ElementTree as ET
+
+    charts = re.findall(r"<svg\b.*?</svg>", html, flags=re.S)
+    assert charts, "the report has charts"
+    for chart in charts:
+        ET.fromstring(chart)  # raises ParseError on invalid XML
 
 
 def _assert_self_contained(html: str) -> None:

@@ -157,3 +157,30 @@ def test_a_second_process_on_a_sqlite_file_is_refused_naming_the_holder(
     again = DatabaseLock(url)
     again.acquire()  # free once the holder let go (or exited)
     again.release()
+
+
+async def test_a_holder_frozen_in_the_middle_of_a_commit_does_not_block_a_takeover(
+    pg: str,
+) -> None:
+    """The commit's fencing check holds the lease row until the transaction ends; the
+    server ends a transaction left idle (the process froze) within half a term."""
+    from xmpp_queue.storage.lease import FENCE_CHECK
+
+    name = _name()
+    a = PostgresLease(pg, name, holder="a:1", ttl=2)
+    b = PostgresLease(pg, name, holder="b:2", ttl=2, poll=0.1)
+    store = None
+    try:
+        await a.try_acquire()
+        store = await StateStore.open(pg, a.fence)
+        conn = await store.backend._connection()  # type: ignore[attr-defined]
+        frozen = conn.transaction()
+        await frozen.start()
+        await conn.execute(FENCE_CHECK, name, a.fence.token)  # holds the row, then "freezes"
+        token = await asyncio.wait_for(b.acquire(asyncio.Event()), 8)
+        assert token == 2
+    finally:
+        if store is not None:
+            await store.close()
+        await a.close()
+        await b.close()

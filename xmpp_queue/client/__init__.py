@@ -11,12 +11,15 @@ from xmpp_queue.client.errors import (
     AuthenticationFailed,
     ClientError,
     ConnectionLost,
+    LockLost,
+    LoginFailed,
     PublishError,
     StanzaError,
 )
-from xmpp_queue.client.jobs import Handler, Job, WorkerStats
+from xmpp_queue.client.jobs import Handler, Job, WorkerStats, in_thread
 from xmpp_queue.client.payload import json_payload, parse_json_payload
 from xmpp_queue.client.publisher import Publisher, queue_config
+from xmpp_queue.client.session import ReconnectPolicy
 from xmpp_queue.client.window import RetryPolicy
 from xmpp_queue.client.worker import Worker
 
@@ -26,12 +29,16 @@ __all__ = [
     "ConnectionLost",
     "Handler",
     "Job",
+    "LockLost",
+    "LoginFailed",
     "PublishError",
     "Publisher",
+    "ReconnectPolicy",
     "RetryPolicy",
     "StanzaError",
     "Worker",
     "WorkerStats",
+    "in_thread",
     "json_payload",
     "parse_json_payload",
     "queue_config",

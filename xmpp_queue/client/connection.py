@@ -29,9 +29,31 @@ from xml.etree import ElementTree as ET
 from slixmpp import ClientXMPP
 
 from xmpp_queue.client import wire
-from xmpp_queue.client.errors import AuthenticationFailed, ConnectionLost
+from xmpp_queue.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConnectionLost,
+    LoginFailed,
+)
 
 log = logging.getLogger("xmpp_queue.client")
+# slixmpp logs this at ERROR before we explain the failure in one line of our own.
+logging.getLogger("slixmpp.features.feature_mechanisms.mechanisms").addFilter(
+    lambda record: "No appropriate login method" not in record.getMessage()
+)
+logging.getLogger("slixmpp.xmlstream.xmlstream").addFilter(
+    lambda record: "Legacy XMPP 0.9" not in record.getMessage()
+)
+
+# Why a server ends the stream during login, in words a user can act on.
+NOT_C2S = "is this the XMPP client (c2s) port? A component port does not take logins"
+STREAM_ERROR_HINTS = {
+    "host-unknown": NOT_C2S,
+    "invalid-namespace": NOT_C2S,
+    "undefined-condition": "the server may require TLS: connect without --plain",
+    "policy-violation": "the server may require TLS: connect without --plain",
+    "see-other-host": "the server redirects elsewhere: use the host it names",
+}
 
 EventCallback = Callable[[ET.Element], None]
 
@@ -58,16 +80,26 @@ class QueueStream(ClientXMPP):
         self._id_prefix = "q" + secrets.token_hex(3) + "-"
         self._out: list[str] = []
         self._flush_scheduled = False
+        self._login_outcome: Callable[[BaseException | None], None] | None = None
+        self._auth_condition: str | None = None
+        self._stream_error_text = ""
         self.on_pubsub_event: EventCallback | None = None
         self.on_closed: Callable[[], None] | None = None
+        self.stream_error: str | None = None  # the condition of the last stream error
         self.add_event_handler("disconnected", self._on_disconnected)
+        self.add_event_handler("stream_error", self._on_stream_error)
 
     # --- login ---------------------------------------------------------------------
 
     async def open(self, host: str, port: int, login_timeout: float = 30.0) -> None:
-        """Connect, authenticate, bind; raise instead of slixmpp's endless retrying."""
+        """Connect, authenticate, bind; raise instead of slixmpp's endless retrying.
+
+        Every way a login fails ends in one exception whose message says what to
+        change: :class:`AuthenticationFailed` (the account), :class:`LoginFailed`
+        (TLS, the port, no answer) or :class:`ConnectionLost` (nothing listens)."""
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[None] = loop.create_future()
+        where = f"{host}:{port}"
 
         def settle(exc: BaseException | None) -> None:
             if not outcome.done():
@@ -76,24 +108,86 @@ class QueueStream(ClientXMPP):
                 else:
                     outcome.set_exception(exc)
 
+        def closed(reason: object) -> None:
+            if self.stream_error is not None:
+                hint = STREAM_ERROR_HINTS.get(self.stream_error, "")
+                text = f": {self._stream_error_text}" if self._stream_error_text else ""
+                settle(
+                    LoginFailed(
+                        f"{where} ended the stream during login "
+                        f"({self.stream_error}{text}){'; ' + hint if hint else ''}"
+                    )
+                )
+            else:
+                settle(ConnectionLost(f"{where}: closed during login ({reason})"))
+
         handlers: dict[str, Callable[[Any], None]] = {
             "session_start": lambda _: settle(None),
-            "failed_all_auth": lambda _: settle(AuthenticationFailed(f"{self.boundjid.bare}")),
-            "connection_failed": lambda e: settle(ConnectionLost(f"{host}:{port}: {e}")),
-            "disconnected": lambda e: settle(ConnectionLost(f"{host}:{port}: closed ({e})")),
+            "failed_auth": self._on_failed_auth,
+            "failed_all_auth": lambda _: settle(self._auth_failure()),
+            "connection_failed": lambda e: settle(
+                ConnectionLost(f"{where}: cannot connect ({e}); is the XMPP server running?")
+            ),
+            "disconnected": closed,
         }
         for name, handler in handlers.items():
             self.add_event_handler(name, handler)
+        self._login_outcome = settle
         try:
             self.connect(host, port)
-            await asyncio.wait_for(outcome, login_timeout)
+            try:
+                await asyncio.wait_for(outcome, login_timeout)
+            except TimeoutError:
+                raise LoginFailed(
+                    f"{where}: no login within {login_timeout:.0f} s; is this the XMPP "
+                    "client (c2s) port of a server that answers?"
+                ) from None
         except BaseException:
             self.cancel_connection_attempt()
             self.abort()
             raise
         finally:
+            self._login_outcome = None
             for name, handler in handlers.items():
                 self.del_event_handler(name, handler)
+
+    def _on_failed_auth(self, stanza: Any) -> None:
+        self._auth_condition = stanza["condition"] or "not-authorized"
+
+    def _auth_failure(self) -> ClientError:
+        jid = self.boundjid.bare
+        if self._auth_condition is not None:
+            return AuthenticationFailed(
+                f"{jid}: the server refused the login ({self._auth_condition}): "
+                "wrong password, or no such account"
+            )
+        if self.enable_plaintext and not self.enable_starttls:
+            return LoginFailed(
+                f"{jid}: no login method the server offers is usable over a plain "
+                "connection; the server may require TLS: connect without --plain"
+            )
+        return LoginFailed(f"{jid}: the server offers no login method this client supports")
+
+    async def _handle_stream_features(self, features: Any) -> bool | None:
+        settle = self._login_outcome
+        if (
+            settle is not None
+            and not self.enable_starttls
+            and "starttls" in features["features"]
+            and features.xml.find(
+                "{urn:ietf:params:xml:ns:xmpp-tls}starttls/{urn:ietf:params:xml:ns:xmpp-tls}required"
+            )
+            is not None
+        ):
+            # slixmpp would skip TLS, find no usable mechanism and wait forever.
+            settle(
+                LoginFailed(
+                    f"{self.boundjid.bare}: the server requires TLS (STARTTLS) and this "
+                    "connection is plain: connect without --plain / allow_plain"
+                )
+            )
+            return True
+        return await super()._handle_stream_features(features)
 
     # --- requests ------------------------------------------------------------------
 
@@ -177,6 +271,17 @@ class QueueStream(ClientXMPP):
                 self.on_pubsub_event(xml)
                 return
         super()._spawn_event(xml)
+
+    def _on_stream_error(self, error: Any) -> None:
+        self.stream_error = error["condition"] or "undefined-condition"
+        self._stream_error_text = error["text"] or ""
+        # During login the failure is explained once, by open(); later it is news.
+        log.log(
+            logging.DEBUG if self._login_outcome is not None else logging.WARNING,
+            "event=stream_error jid=%s condition=%s",
+            self.boundjid.full,
+            self.stream_error,
+        )
 
     def _on_disconnected(self, reason: object) -> None:
         pending, self._pending = self._pending, {}

@@ -21,6 +21,16 @@ class AuthenticationFailed(ClientError):
     """The XMPP server refused the JID / password."""
 
 
+class LoginFailed(ClientError):
+    """The login could not be completed (TLS required, wrong port, no answer); the
+    message says what to change."""
+
+
+class LockLost(ClientError):
+    """The service no longer gives this worker the item's lock (timed out, or
+    handed back already): a job's extend / unlock / dead_letter cannot apply."""
+
+
 class StanzaError(ClientError):
     """An IQ came back with ``type='error'``."""
 

@@ -17,11 +17,20 @@ Kept apart from the connection so the rules can be tested without a server:
 A job counts against the capacity until its ack or nack is *sent*: the service
 may hand over the next item right behind its answer, before this side has seen
 that answer.
+
+A handler may also settle its job itself (:meth:`Job.unlock` with a delay,
+:meth:`Job.dead_letter`); then its return value or exception no longer
+decides anything. :meth:`Job.extend` keeps the lock longer. Handlers must be
+``async def``: a plain function would block the event loop that also carries
+every other job's acks and the lock extensions (:func:`check_handler` refuses
+it; :func:`in_thread` runs one in a worker thread on purpose).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,14 +40,16 @@ from xml.etree import ElementTree as ET
 
 from slixmpp.xmlstream.tostring import tostring
 
-from xmpp_queue.client.errors import ClientError, StanzaError
+from xmpp_queue.client.errors import ClientError, LockLost, StanzaError
 from xmpp_queue.client.payload import parse_json_payload
 from xmpp_queue.client.wire import ItemEvent
 
 log = logging.getLogger("xmpp_queue.client")
 
 # Conditions meaning "this lock is no longer yours" (XEP-0254 §2.3 / §2.4).
-LOCK_LOST = frozenset({"unexpected-request", "conflict", "item-not-found"})
+# "forbidden": the service no longer counts us as a subscriber (it saw us leave, e.g.
+# across a server restart) and so released our locks.
+LOCK_LOST = frozenset({"unexpected-request", "conflict", "item-not-found", "forbidden"})
 SEEN_MEMORY = 10_000
 
 
@@ -49,10 +60,13 @@ class Job:
     ``element`` is the payload element (``None`` for an item without payload);
     ``payload`` serialises it, ``json()`` reads a XEP-0335 JSON payload.
     ``headers`` are the XEP-0131 SHIM headers of the notification (a dead
-    letter's ``origin-node``, ``deliveries``...). ``delivery`` counts how often
-    this worker has received the item (2+ = it came back to us). ``lost`` turns
-    True if the service takes the lock back while the handler runs: the result
-    will be dropped, so a long handler may check it and give up early.
+    letter's ``origin-node``, ``deliveries``...). ``delivery`` is the service's
+    delivery count (1 = first delivery, to any worker; from the
+    ``delivery-attempt`` header, or this worker's own count when a service
+    does not send it). ``lost`` turns True if the service takes the lock back
+    while the handler runs: the result will be dropped, so a long handler may
+    check it and give up early. ``settled`` says how the handler ended the job
+    itself (``"unlocked"``, ``"dead-lettered"``) or is None.
     """
 
     node: str
@@ -62,6 +76,28 @@ class Job:
     delivery: int = 1
     lost: bool = False
     locked_at: float = 0.0
+    settled: str | None = None
+    control: JobControl | None = field(default=None, repr=False)
+
+    async def extend(self, seconds: int) -> None:
+        """Keep the lock for *seconds* from now (a long step ahead); raises
+        :class:`LockLost` if the lock is no longer ours."""
+        await self._control_().extend(self, int(seconds))
+
+    async def unlock(self, delay: int = 0) -> None:
+        """Give the item back now; with *delay* (seconds) nobody gets it before then.
+        The handler's return value no longer matters."""
+        await self._control_().unlock(self, int(delay))
+
+    async def dead_letter(self, reason: str) -> None:
+        """Move the item to the node's dead-letter node now, with *reason* in its
+        ``reason`` header (a poison item: retrying cannot help)."""
+        await self._control_().dead_letter(self, reason)
+
+    def _control_(self) -> JobControl:
+        if self.control is None:
+            raise RuntimeError("this job was not handed out by a worker")
+        return self.control
 
     @property
     def payload(self) -> str:
@@ -73,7 +109,60 @@ class Job:
         return parse_json_payload(self.element)
 
 
+class JobControl(Protocol):
+    """What a job's own methods ask of the worker that holds it (``JobRunner``)."""
+
+    async def extend(self, job: Job, seconds: int) -> None: ...
+
+    async def unlock(self, job: Job, delay: int) -> None: ...
+
+    async def dead_letter(self, job: Job, reason: str) -> None: ...
+
+
 Handler = Callable[[Job], Awaitable[object]]
+
+
+def check_handler(handler: object) -> None:
+    """Refuse a handler that is not ``async def``, at construction, before any item
+    is taken: called on an item, a plain function would run its body on the event
+    loop and only fail after (the item then comes back, again and again)."""
+    target = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return
+    call = getattr(target, "__call__", None)  # noqa: B004 - a callable object's method
+    if call is not None and inspect.iscoroutinefunction(call):
+        return
+    name = getattr(handler, "__qualname__", repr(handler))
+    raise TypeError(
+        f"the handler {name} must be an 'async def' function; for blocking code wrap "
+        "it: Worker(..., in_thread(handler)) runs it in a thread pool"
+    )
+
+
+def in_thread(func: Callable[[Job], object]) -> Handler:
+    """A blocking ``def handler(job)`` as an async handler run in a worker thread.
+
+    The job's own methods (extend, unlock, dead_letter) are coroutines of the
+    event loop: a threaded handler returns or raises, and the worker acks or
+    unlocks for it.
+    """
+
+    async def run(job: Job) -> object:
+        return await asyncio.to_thread(func, job)
+
+    run.__qualname__ = f"in_thread({getattr(func, '__qualname__', 'handler')})"
+    return run
+
+
+def service_delivery(headers: Mapping[str, str], seen_here: int) -> int:
+    """The service's delivery count from the ``delivery-attempt`` header, as an int;
+    this worker's own count when the header is absent or not a number."""
+    try:
+        return max(1, int(headers["delivery-attempt"]))
+    except (KeyError, ValueError):
+        return seen_here
 
 
 @dataclass(slots=True)
@@ -87,16 +176,22 @@ class WorkerStats:
     redelivered_seen: int = 0  # items this worker had received before
     returned: int = 0  # given back unprocessed (draining, over capacity, cancelled)
     extended: int = 0  # lock extensions granted
+    unlocked: int = 0  # the handler gave its job back itself (job.unlock)
+    dead_lettered: int = 0  # the handler dead-lettered its job (job.dead_letter)
 
 
 class QueueOps(Protocol):
-    """The three requests a runner sends (``PubSubLink`` provides them)."""
+    """The requests a runner sends (``PubSubLink`` provides them)."""
 
     async def retract(self, node: str, item_id: str) -> None: ...
 
     async def unlock(self, node: str, item_id: str) -> None: ...
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None: ...
+
+    async def unlock_later(self, node: str, item_id: str, delay: int) -> None: ...
+
+    async def dead_letter(self, node: str, item_id: str, reason: str) -> None: ...
 
 
 class JobRunner:
@@ -122,11 +217,18 @@ class JobRunner:
         self._held: dict[str, Job] = {}  # item id -> job whose lock we hold
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: OrderedDict[str, int] = OrderedDict()
+        self._emptied = asyncio.Event()
 
     @property
     def held(self) -> int:
         """Locks held right now (what the service counts against queue_requests)."""
         return len(self._held)
+
+    async def idle(self) -> None:
+        """Until no lock is held (every job acked, nacked or lost)."""
+        while self._held:
+            self._emptied.clear()
+            await self._emptied.wait()
 
     @property
     def busy(self) -> int:
@@ -164,7 +266,16 @@ class JobRunner:
             self.stats.returned += 1
             self._spawn(self._unlock(event.node, item_id))
             return
-        job = Job(event.node, item_id, event.element, event.headers, delivery, False, self._clock())
+        job = Job(
+            event.node,
+            item_id,
+            event.element,
+            event.headers,
+            service_delivery(event.headers, delivery),
+            False,
+            self._clock(),
+            control=self,
+        )
         self._held[item_id] = job
         self._spawn(self._process(job))
 
@@ -172,6 +283,8 @@ class JobRunner:
         """The service says the item is no longer ours. If we still hold it in our
         books, its lock timed out (our own nacks leave the books when sent)."""
         job = self._held.pop(item_id, None)
+        if not self._held:
+            self._emptied.set()
         if job is not None:
             job.lost = True
             log.warning(
@@ -187,11 +300,15 @@ class JobRunner:
             log.exception(
                 "event=job_failed worker=%s node=%s item=%s", self.name, job.node, job.item_id
             )
+            if job.settled is not None:
+                return
             if self._release(job):
                 self.stats.failed += 1
                 await self._unlock(job.node, job.item_id)
             else:
                 self.stats.lost += 1
+            return
+        if job.settled is not None:
             return
         if not self._release(job):
             self.stats.lost += 1
@@ -233,6 +350,8 @@ class JobRunner:
         if job.lost or self._held.get(job.item_id) is not job:
             return False
         del self._held[job.item_id]
+        if not self._held:
+            self._emptied.set()
         return True
 
     async def _unlock(self, node: str, item_id: str) -> None:
@@ -245,6 +364,49 @@ class JobRunner:
             )
         except (ClientError, TimeoutError) as exc:
             log.warning("event=unlock_failed worker=%s item=%s error=%r", self.name, item_id, exc)
+
+    # --- the job's own requests (Job.extend / unlock / dead_letter) ------------------
+
+    def _settle(self, job: Job, how: str) -> None:
+        if job.settled is not None:
+            raise RuntimeError(f"item {job.item_id} was already {job.settled}")
+        if not self._release(job):
+            raise LockLost(f"item {job.item_id}: the service took the lock back")
+        job.settled = how
+
+    async def extend(self, job: Job, seconds: int) -> None:
+        if job.settled is not None or job.lost or self._held.get(job.item_id) is not job:
+            raise LockLost(f"item {job.item_id}: no lock to extend")
+        now = self._clock()
+        try:
+            await self.ops.extend(job.node, job.item_id, seconds)
+        except StanzaError as exc:
+            if exc.condition in LOCK_LOST:
+                self.on_unlocked(job.item_id)
+                raise LockLost(f"item {job.item_id}: {exc}") from None
+            raise
+        job.locked_at = now
+        self.stats.extended += 1
+
+    async def unlock(self, job: Job, delay: int) -> None:
+        self._settle(job, "unlocked")
+        self.stats.unlocked += 1
+        if delay > 0:
+            await self.ops.unlock_later(job.node, job.item_id, delay)
+        else:
+            await self.ops.unlock(job.node, job.item_id)
+
+    async def dead_letter(self, job: Job, reason: str) -> None:
+        self._settle(job, "dead-lettered")
+        self.stats.dead_lettered += 1
+        log.info(
+            "event=job_dead_lettered worker=%s node=%s item=%s reason=%r",
+            self.name,
+            job.node,
+            job.item_id,
+            reason,
+        )
+        await self.ops.dead_letter(job.node, job.item_id, reason)
 
     # --- lock extension ------------------------------------------------------------
 
@@ -300,6 +462,7 @@ class JobRunner:
             await asyncio.gather(*leftover, return_exceptions=True)
         held = list(self._held.values())
         self._held.clear()
+        self._emptied.set()
         if held:
             log.info("event=drain_unlock worker=%s items=%d", self.name, len(held))
             self.stats.returned += len(held)
@@ -313,3 +476,4 @@ class JobRunner:
         for task in list(self._tasks):
             task.cancel()
         self._held.clear()
+        self._emptied.set()

@@ -67,6 +67,11 @@ class PubSubLink:
     def connected(self) -> bool:
         return self.stream.transport is not None
 
+    @property
+    def stream_error(self) -> str | None:
+        """The condition of the stream error that closed the stream, if any."""
+        return self.stream.stream_error
+
     def _on_closed(self) -> None:
         if self.on_closed is not None:
             self.on_closed()
@@ -81,6 +86,11 @@ class PubSubLink:
 
     async def call(self, body: str, iq_type: str = "set") -> ET.Element:
         return await self.stream.call(self.service, body, iq_type, self.timeout)
+
+    async def ping_service(self) -> None:
+        """A disco#info query to the service: returns once the service itself answers
+        (raises StanzaError while the XMPP server answers for a missing component)."""
+        await self.call(wire.DISCO_INFO_QUERY, "get")
 
     # --- presence ------------------------------------------------------------------
 
@@ -112,6 +122,12 @@ class PubSubLink:
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await self.call(wire.extend(node, item_id, seconds))
+
+    async def unlock_later(self, node: str, item_id: str, delay: int) -> None:
+        await self.call(wire.unlock_later(node, item_id, delay))
+
+    async def dead_letter(self, node: str, item_id: str, reason: str) -> None:
+        await self.call(wire.dead_letter(node, item_id, reason))
 
     async def item_ids(self, node: str) -> list[str]:
         return wire.result_item_ids(await self.call(wire.get_items(node), "get"))

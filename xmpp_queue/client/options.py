@@ -1,9 +1,13 @@
 """Command-line options for client programs: who logs in, where, and to which queue.
 
-The example worker and publisher (and programs built like them) take the same
-login options; ``--connection`` fills them from the ``connection.json`` that
-``xmpp-queue demo --serve`` writes, so the examples run against the demo with one
-option. Explicit options win over the file.
+The example worker and publisher (and programs built like them, such as the
+admin client) take the same login options; ``--connection`` fills them from the
+``connection.json`` that ``xmpp-queue demo --serve`` writes, so the examples run
+against the demo with one option. Explicit options win over the file.
+
+The XMPP server is ``--server HOST[:PORT]`` (port 5222 by default) and a
+plain-text login is ``--plain``; ``--host``, ``--port`` and ``--allow-plain``
+are kept as older spellings of the same options.
 """
 
 from __future__ import annotations
@@ -23,11 +27,20 @@ def add_login_options(parser: argparse.ArgumentParser, who: str) -> None:
     parser.add_argument("-p", "--password", help="its password")
     parser.add_argument("-s", "--service", help="the component's JID (queue.localhost)")
     parser.add_argument("-n", "--node", help="the queue node")
-    parser.add_argument("--host", help="XMPP server address (127.0.0.1)")
-    parser.add_argument("--port", type=int, help="XMPP client port (5222)")
+    parser.add_argument("--server", help="the XMPP server as HOST[:PORT] (default 127.0.0.1:5222)")
+    parser.add_argument("--host", help=argparse.SUPPRESS)  # older spelling of --server HOST
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # ... and of :PORT
     parser.add_argument(
-        "--allow-plain", action="store_true", help="plain-text login (loopback servers only)"
+        "--plain",
+        "--allow-plain",
+        dest="allow_plain",
+        action="store_true",
+        help="plain-text login (loopback servers only)",
     )
+    if who == "worker":
+        parser.add_argument(
+            "--name", help="this worker's name: its XMPP resource, shown in reports"
+        )
     parser.add_argument("-q", "--quiet", action="store_const", dest="level", const=logging.ERROR)
     parser.add_argument("-d", "--debug", action="store_const", dest="level", const=logging.DEBUG)
     parser.set_defaults(level=logging.INFO)
@@ -37,6 +50,13 @@ def parse_login_args(parser: argparse.ArgumentParser, role: str) -> argparse.Nam
     """Parse, fill the gaps from ``--connection`` (the demo's *role* account), and
     stop with a usage error naming what is still missing."""
     args = parser.parse_args()
+    if args.server:
+        host, sep, port = args.server.rpartition(":")
+        if sep and port.isdigit() and host:
+            args.host = args.host or host
+            args.port = args.port or int(port)
+        else:
+            args.host = args.host or args.server
     fill_from_connection(args, role)
     missing = [name for name in REQUIRED if not getattr(args, name)]
     if missing:

@@ -12,6 +12,14 @@ returns). For throughput, ``submit`` returns as soon as the request is on the
 wire and hands back a future; it waits only while ``window`` requests are
 already outstanding. This API is used by the Spark bulk-enqueue job from its
 partitions: keep it stable.
+
+When the stream is lost the publisher logs in again with backoff
+(:class:`ReconnectPolicy`; by default it gives up after 60 s without a
+stream). Publishes in flight wait for the new stream and are sent again:
+delivery is at-least-once, so an item whose answer was lost with the stream
+may be stored twice, unless the caller gives item ids (a publish with the same
+id replaces the item). When the session gives up, every outstanding publish
+fails with ``PublishError('connection-lost')`` naming why.
 """
 
 from __future__ import annotations
@@ -23,9 +31,10 @@ from types import TracebackType
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
-from xmpp_queue.client.errors import PublishError
+from xmpp_queue.client.errors import ConnectionLost, PublishError
 from xmpp_queue.client.link import PubSubLink
-from xmpp_queue.client.window import PublishWindow, RetryPolicy
+from xmpp_queue.client.session import ReconnectPolicy, Session
+from xmpp_queue.client.window import PublishWindow, RetryPolicy, as_publish_error
 
 log = logging.getLogger("xmpp_queue.client")
 
@@ -45,6 +54,10 @@ def queue_config(
     return fields
 
 
+# A publisher is usually a script or a job: it should not wait forever.
+PUBLISHER_RECONNECT = ReconnectPolicy(give_up_after=60.0)
+
+
 class Publisher:
     """A c2s client that publishes items to one pubsub service."""
 
@@ -61,6 +74,8 @@ class Publisher:
         check_payloads: bool = True,
         retry: RetryPolicy | None = None,
         reply_timeout: float = 30.0,
+        reconnect: ReconnectPolicy | None = PUBLISHER_RECONNECT,
+        name: str | None = None,
     ) -> None:
         self.jid = jid
         self._password = password
@@ -72,14 +87,16 @@ class Publisher:
         self.reply_timeout = reply_timeout
         self._window_size = window
         self._retry = retry
+        self.reconnect = reconnect
+        self.name = name or jid
         self._window: PublishWindow[str] | None = None
-        self._link: PubSubLink | None = None
+        self._session: Session | None = None
         self.published = 0
 
     # --- lifecycle -----------------------------------------------------------------
 
-    async def connect(self) -> None:
-        self._link = await PubSubLink.open(
+    async def _open_link(self) -> PubSubLink:
+        return await PubSubLink.open(
             self.jid,
             self._password,
             self.service_jid,
@@ -88,22 +105,33 @@ class Publisher:
             allow_plain=self.allow_plain,
             reply_timeout=self.reply_timeout,
         )
-        self._window = PublishWindow(self._window_size, self._retry, self.reply_timeout)
+
+    async def connect(self) -> None:
+        """Log in; a failure here raises at once (only a later loss is reconnected)."""
+        session = Session(self._open_link, self.reconnect, name=self.name)
+        await session.open()
+        self._session = session
+        self._window = PublishWindow(
+            self._window_size, self._retry, self.reply_timeout, resend_after=session.up_future
+        )
 
     async def close(self) -> None:
         """Wait for outstanding publishes, then end the stream."""
-        if self._link is None:
+        session = self._session
+        if session is None:
             return
         if self._window is not None:
             await self._window.join()
-        await self._link.close()
-        self._link = None
+        await session.close()
+        if session.link is not None:
+            await session.link.close()
+        self._session = None
 
     def abort(self) -> None:
         """Drop the connection at once (outstanding publishes fail with connection-lost)."""
-        if self._link is not None:
-            self._link.kill()
-            self._link = None
+        if self._session is not None:
+            self._session.abort()
+            self._session = None
 
     async def __aenter__(self) -> Publisher:
         await self.connect()
@@ -119,9 +147,29 @@ class Publisher:
 
     @property
     def link(self) -> PubSubLink:
-        if self._link is None:
+        """The current stream's link; ConnectionLost while reconnecting."""
+        session = self._session
+        if session is None:
             raise RuntimeError("Publisher is not connected (use 'async with' or connect())")
-        return self._link
+        if session.failure is not None:
+            raise session.failure
+        if session.link is None:
+            raise ConnectionLost(f"{self.name}: reconnecting")
+        return session.link
+
+    async def _link_up(self) -> PubSubLink:
+        if self._session is None:
+            raise RuntimeError("Publisher is not connected (use 'async with' or connect())")
+        return await self._session.link_up()
+
+    @property
+    def reconnects(self) -> int:
+        return 0 if self._session is None else self._session.reconnects
+
+    @property
+    def resent(self) -> int:
+        """Publishes sent again on a new stream after the old one closed under them."""
+        return 0 if self._window is None else self._window.resent
 
     @property
     def outstanding(self) -> int:
@@ -146,13 +194,14 @@ class Publisher:
         An existing node is left as it is (``conflict`` is tolerated so that
         every producer can call this at start-up).
         """
-        return await self.link.create_node(node, queue_config(config, **queue_options))
+        link = await self._link_up()
+        return await link.create_node(node, queue_config(config, **queue_options))
 
     async def create_node(
         self, node: str, config: Mapping[str, str | int | bool] | None = None
     ) -> bool:
         """Create a plain (broadcast) node; False if it existed."""
-        return await self.link.create_node(node, config)
+        return await (await self._link_up()).create_node(node, config)
 
     # --- publishing ----------------------------------------------------------------
 
@@ -165,16 +214,22 @@ class Publisher:
         None for an item without payload. Raises :class:`PublishError` through the
         future; ``wait`` errors are retried with exponential backoff first.
         """
-        link = self.link
+        session = self._session
         window = self._window
-        assert window is not None
+        if session is None or window is None:
+            raise RuntimeError("Publisher is not connected (use 'async with' or connect())")
+        if session.failure is not None:
+            raise as_publish_error(session.failure)
         if payload is not None and self.check_payloads:
             _check_payload(payload)
-        stream, service = link.stream, link.service
+        service = self.service_jid
         body = wire.publish(node, payload, item_id)
 
         def send() -> asyncio.Future[ET.Element]:
-            return stream.request(service, body)[1]
+            link = session.link
+            if link is None:
+                raise ConnectionLost("reconnecting")
+            return link.stream.request(service, body)[1]
 
         def convert(result: ET.Element) -> str:
             self.published += 1

@@ -10,11 +10,25 @@ Why callbacks and not a task per publish: this runs once per item in the load
 generator, so the bookkeeping is a semaphore, a done-callback and a timer
 handle. It knows nothing of XMPP: *send* is any function returning a future
 (tests pass a fake), errors are classified by :class:`StanzaError.retryable`.
+
+Two kinds of trouble, two answers:
+
+- a ``wait`` error (the service is busy, or the XMPP server says the component
+  is not connected): retried with backoff for at most ``give_up_after``
+  seconds, with a warning in the log while it lasts. Once one request gave up
+  so, later ones get a single attempt each (they fail in one round trip, not
+  in another ``give_up_after``) until one succeeds again.
+- the stream closed (:class:`ConnectionLost`): with *resend_after* set (the
+  publisher's reconnecting session) the request waits for the next stream and
+  is sent again; that is at-least-once (an answer lost with the stream means
+  the item may be stored twice, unless the caller chose its id). Without it,
+  or when the session gives up, it fails with ``connection-lost``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -22,16 +36,20 @@ from typing import Any, Generic, TypeVar
 from xmpp_queue.client.errors import ConnectionLost, PublishError, StanzaError
 
 T = TypeVar("T")
+log = logging.getLogger("xmpp_queue.client")
+WARN_EVERY = 5.0  # seconds between two "still retrying" lines
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff for ``wait``-type errors (RFC 6120 §8.3.2: retry later)."""
+    """Exponential backoff for ``wait``-type errors (RFC 6120 §8.3.2: retry later):
+    at most *attempts* tries and *give_up_after* seconds per request."""
 
-    attempts: int = 6
+    attempts: int = 100
     first_delay: float = 0.05
     factor: float = 2.0
     max_delay: float = 5.0
+    give_up_after: float = 30.0
 
     def delay(self, failed_attempts: int) -> float:
         """Seconds to wait after *failed_attempts* failures (1 → first_delay)."""
@@ -52,13 +70,21 @@ class PublishWindow(Generic[T]):
     """Outstanding-request accounting with back-pressure, retry and timeout."""
 
     def __init__(
-        self, size: int, retry: RetryPolicy | None = None, timeout: float | None = 30.0
+        self,
+        size: int,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = 30.0,
+        resend_after: Callable[[], asyncio.Future[Any]] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("window must be at least 1")
         self.size = size
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
+        self.resend_after = resend_after
+        self.resent = 0
+        self._unavailable: StanzaError | None = None  # set after a request gave up
+        self._warned_at = float("-inf")
         self._slots = asyncio.Semaphore(size)
         self._outstanding = 0
         self._idle = asyncio.Event()
@@ -92,9 +118,15 @@ class PublishWindow(Generic[T]):
 
     def _attempt(self, request: _Request[T]) -> None:
         request.attempt += 1
+        loop = asyncio.get_running_loop()
+        if request.started is None:
+            request.started = loop.time()
         try:
             inner = request.send()
-        except Exception as exc:  # not connected, bad payload: fail this one
+        except ConnectionLost as exc:
+            self._lost(request, exc)
+            return
+        except Exception as exc:  # bad payload: fail this one
             self._finish(request, exc=as_publish_error(exc))
             return
         timer = None
@@ -111,23 +143,81 @@ class PublishWindow(Generic[T]):
                 return
             exc = f.exception()
             if exc is None:
+                self._unavailable = None
                 try:
                     value = request.convert(f.result())
                 except Exception as conv_exc:
                     self._finish(request, exc=conv_exc)
                     return
                 self._finish(request, value=value)
-            elif (
-                isinstance(exc, StanzaError)
-                and exc.retryable
-                and request.attempt < self.retry.attempts
-            ):
-                self.retries += 1
-                f.get_loop().call_later(self.retry.delay(request.attempt), self._attempt, request)
+            elif isinstance(exc, ConnectionLost):
+                self._lost(request, exc)
+            elif isinstance(exc, StanzaError) and exc.retryable:
+                self._retry_later(request, exc)
             else:
                 self._finish(request, exc=as_publish_error(exc))
 
         inner.add_done_callback(done)
+
+    def _retry_later(self, request: _Request[T], exc: StanzaError) -> None:
+        loop = asyncio.get_running_loop()
+        assert request.started is not None
+        waited = loop.time() - request.started
+        delay = self.retry.delay(request.attempt)
+        if (
+            self._unavailable is not None
+            or request.attempt >= self.retry.attempts
+            or waited + delay > self.retry.give_up_after
+        ):
+            if self._unavailable is None:
+                log.error(
+                    "event=publish_gave_up condition=%s text=%r waited=%.1fs "
+                    "hint='later publishes fail at once until one succeeds'",
+                    exc.condition,
+                    exc.text,
+                    waited,
+                )
+                self._unavailable = exc
+            error = as_publish_error(exc)
+            if isinstance(error, PublishError) and waited >= 1:
+                error = PublishError(
+                    exc.condition,
+                    f"{exc.text or exc.condition} (retried for {waited:.0f} s)",
+                    exc.etype,
+                    exc.app_condition,
+                )
+            self._finish(request, exc=error)
+            return
+        self.retries += 1
+        if loop.time() - self._warned_at >= WARN_EVERY:
+            self._warned_at = loop.time()
+            log.warning(
+                "event=publish_retrying condition=%s text=%r outstanding=%d gives_up_after=%.0fs",
+                exc.condition,
+                exc.text,
+                self._outstanding,
+                self.retry.give_up_after,
+            )
+        loop.call_later(delay, self._attempt, request)
+
+    def _lost(self, request: _Request[T], exc: ConnectionLost) -> None:
+        """The stream closed before the answer: send again on the next one, if any."""
+        if self.resend_after is None:
+            self._finish(request, exc=as_publish_error(exc))
+            return
+        waiter = self.resend_after()
+
+        def resend(f: asyncio.Future[Any]) -> None:
+            if request.finished:
+                return
+            if f.cancelled() or f.exception() is not None:
+                reason = "cancelled" if f.cancelled() else f.exception()
+                self._finish(request, exc=PublishError("connection-lost", str(reason), "cancel"))
+                return
+            self.resent += 1
+            self._attempt(request)
+
+        waiter.add_done_callback(resend)
 
     def _expire(self, request: _Request[T], inner: asyncio.Future[Any]) -> None:
         error = PublishError("remote-server-timeout", f"no answer in {self.timeout} s", "wait")
@@ -153,7 +243,7 @@ class PublishWindow(Generic[T]):
 class _Request(Generic[T]):
     """One submitted request across its attempts."""
 
-    __slots__ = ("attempt", "convert", "finished", "result", "send")
+    __slots__ = ("attempt", "convert", "finished", "result", "send", "started")
 
     def __init__(
         self,
@@ -166,3 +256,4 @@ class _Request(Generic[T]):
         self.result = result
         self.attempt = 0
         self.finished = False
+        self.started: float | None = None

@@ -7,8 +7,10 @@ microseconds; building it through slixmpp's ``ElementBase`` plugins costs a
 hundred. Every builder returns well-formed XML with its inputs escaped.
 
 Namespaces and elements follow XEP-0060 (pubsub), XEP-0254 (``unlock``),
-XEP-0131 (SHIM headers) and this project's lock extension
-(``<extend xmlns='urn:xmpp-queue:0' seconds='N'>``).
+XEP-0131 (SHIM headers) and this project's own requests in
+``urn:xmpp-queue:0``: ``<extend seconds='N'>`` (keep a lock longer),
+``<unlock delay='N'>`` (give an item back, not to be offered again for N
+seconds) and ``<dead-letter reason='...'>`` (move it to the dead-letter node now).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ EVENT_NS = "http://jabber.org/protocol/pubsub#event"
 QUEUEING_NS = "urn:xmpp:pubsub:queueing:0"
 EXTEND_NS = "urn:xmpp-queue:0"
 SHIM_NS = "http://jabber.org/protocol/shim"
+DISCO_INFO_QUERY = "<query xmlns='http://jabber.org/protocol/disco#info'/>"
 DATA_NS = "jabber:x:data"
 STANZAS_NS = "urn:ietf:params:xml:ns:xmpp-stanzas"
 PUBSUB_ERRORS_NS = "http://jabber.org/protocol/pubsub#errors"
@@ -143,6 +146,25 @@ def extend(node: str, item_id: str, seconds: int) -> str:
     return (
         f"<pubsub xmlns='{PUBSUB_NS}'><extend xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
         f" seconds='{int(seconds)}'><item id='{quote_attr(item_id)}'/></extend></pubsub>"
+    )
+
+
+def unlock_later(node: str, item_id: str, delay: int) -> str:
+    """This project's delayed nack: give the item back, offered again after *delay* s."""
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
+        f" delay='{int(delay)}'><item id='{quote_attr(item_id)}'/></unlock></pubsub>"
+    )
+
+
+def dead_letter(node: str, item_id: str, reason: str) -> str:
+    """This project's dead-letter-now: the holder sends a poison item to the
+    node's dead-letter node, *reason* (one line, at most 200 characters: control
+    characters would not be XML) becomes its ``reason`` header."""
+    reason = "".join(c if c >= " " else " " for c in reason)[:200]
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><dead-letter xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
+        f" reason='{quote_attr(reason)}'><item id='{quote_attr(item_id)}'/></dead-letter></pubsub>"
     )
 
 

@@ -21,6 +21,15 @@ The life of a worker, in protocol terms:
    running handlers finish for ``drain_grace`` seconds, unlock what is left,
    send unavailable presence, close the stream (§4's order for a subscriber
    that stops).
+
+When the stream is lost (server restart, network, stream error) the worker logs
+in again with backoff (:class:`ReconnectPolicy`) under the same full JID: its
+name is the XMPP resource, so the locks it held are still its own (the service
+ties a lock to the holder's JID). Running handlers go on; their acks wait for
+the new stream. Then it drops its old subscription, lets the jobs it still
+holds finish (so it never holds more than ``queue_requests``), and subscribes
+again. Delivery stays at-least-once: an item whose ack was lost with the stream
+comes back (to this worker or another) once its lock ends.
 """
 
 from __future__ import annotations
@@ -28,12 +37,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 
-from xmpp_queue.client.errors import ClientError, ConnectionLost
-from xmpp_queue.client.jobs import Handler, JobRunner, WorkerStats
+from xmpp_queue.client.errors import ClientError, StanzaError
+from xmpp_queue.client.jobs import Handler, JobRunner, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
+from xmpp_queue.client.session import ReconnectPolicy, Session, SessionOps
 from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
 
 log = logging.getLogger("xmpp_queue.client")
@@ -46,6 +59,18 @@ class Worker:
     for a third of that time is pushed to now + *lock_extend* (and again a third
     of the period after each extension). Choose it no longer than the node's
     lock timeout.
+
+    *name* is the worker's XMPP resource (``jid/name``): it shows in the
+    service's ledger and the pipeline's report, and keeps the locks the
+    worker's own across a reconnect. It must be unique per account (a second
+    login with the same name ends the first, which then stops with a clear
+    error). Without a name one is made from the host name and process id.
+
+    *reconnect* (a :class:`ReconnectPolicy`, the default: forever, backoff up to
+    30 s) or None (a lost stream ends :meth:`run` with ``ConnectionLost``).
+
+    *handler* must be ``async def`` (see :func:`~xmpp_queue.client.in_thread`
+    for blocking code); anything else is refused here with a ``TypeError``.
 
     *link_factory* replaces the login (tests pass a fake link; anything with
     :class:`PubSubLink`'s methods will do).
@@ -66,10 +91,17 @@ class Worker:
         allow_plain: bool = False,
         drain_grace: float = 30.0,
         name: str | None = None,
+        reconnect: ReconnectPolicy | None = ReconnectPolicy(),  # noqa: B008 - frozen
         link_factory: Callable[[], Awaitable[PubSubLink]] | None = None,
     ) -> None:
         if queue_requests < 1:
             raise ValueError("queue_requests must be a positive integer")
+        check_handler(handler)
+        bare_jid, _, resource = jid.partition("/")
+        if not resource:
+            resource = name or default_resource()
+        name = name or resource
+        jid = f"{bare_jid}/{resource}"
         self.jid = jid
         self._password = password
         self.service_jid = service_jid
@@ -81,11 +113,12 @@ class Worker:
         self.lock_extend = lock_extend
         self.allow_plain = allow_plain
         self.drain_grace = drain_grace
-        self.name = name or jid
+        self.name = name
+        self.reconnect = reconnect
         self._link_factory = link_factory or self._open_link
         self.stats = WorkerStats()
         self.subid: str | None = None
-        self._link: PubSubLink | None = None
+        self._session: Session | None = None
         self._runner: JobRunner | None = None
         self._extender: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
@@ -101,7 +134,13 @@ class Worker:
 
     @property
     def link(self) -> PubSubLink | None:
-        return self._link
+        """The current stream's link (None while reconnecting)."""
+        return None if self._session is None else self._session.link
+
+    @property
+    def reconnects(self) -> int:
+        """How often the stream was lost and logged in again."""
+        return 0 if self._session is None else self._session.reconnects
 
     @property
     def stopping(self) -> bool:
@@ -120,26 +159,42 @@ class Worker:
         )
 
     async def start(self) -> None:
-        """Log in, send presence, subscribe; items may arrive as soon as this returns."""
-        link = await self._link_factory()
-        self._link = link
+        """Log in, send presence, subscribe; items may arrive as soon as this returns.
+
+        A failure here (wrong password, no server, no such node) raises at once:
+        only a stream lost *after* a good start is reconnected."""
+        session = Session(
+            self._link_factory,
+            self.reconnect,
+            name=self.name,
+            on_reconnected=self._resume,
+            on_link=self._attach,
+            on_failed=self._on_session_failed,
+        )
+        self._session = session
         self._runner = JobRunner(
-            link,
+            SessionOps(session),
             self.handler,
             self.queue_requests,
             stats=self.stats,
             lock_extend=self.lock_extend,
             name=self.name,
         )
-        link.on_events = self._on_events
-        link.on_closed = self._on_closed
-        link.send_presence()
+        link = await session.open()
         try:
-            sub = await link.subscribe_queue(self.node, self.queue_requests)
+            await self._subscribe(link)
         except BaseException:
-            link.on_closed = None  # not a disconnection to report: start() raises
-            link.kill()
+            session.abort()  # not a disconnection to report: start() raises
             raise
+        if self.lock_extend:
+            self._extender = asyncio.ensure_future(self._runner.extend_forever())
+
+    def _attach(self, link: PubSubLink) -> None:
+        link.on_events = self._on_events
+
+    async def _subscribe(self, link: PubSubLink) -> None:
+        link.send_presence()
+        sub = await link.subscribe_queue(self.node, self.queue_requests)
         self.subid = sub.subid
         log.info(
             "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s",
@@ -148,8 +203,25 @@ class Worker:
             self.queue_requests,
             sub.subid,
         )
-        if self.lock_extend:
-            self._extender = asyncio.ensure_future(self._runner.extend_forever())
+
+    async def _resume(self, link: PubSubLink) -> None:
+        """After a reconnect: drop the old subscription (the service may still count
+        it, if it never heard we left), finish the jobs still held, subscribe again."""
+        runner = self._runner
+        if self.stopping or runner is None:
+            return
+        if self.subid is not None:
+            try:
+                await link.unsubscribe(self.node, self.subid)
+            except StanzaError as exc:  # already gone: the service saw us leave
+                log.info("event=old_subscription_gone worker=%s condition=%s", self.name, exc)
+            self.subid = None
+        if runner.held:
+            log.info("event=resume_waits worker=%s held=%d", self.name, runner.held)
+            await runner.idle()
+        if self.stopping or not link.connected:
+            return
+        await self._subscribe(link)
 
     async def run(self, *, handle_signals: bool = True) -> WorkerStats:
         """Start, process until stopped (signal, :meth:`stop`, :meth:`abort`), return stats.
@@ -215,11 +287,12 @@ class Worker:
                 runner.on_unlocked(event.item_id)
             # RetractEvent: the service confirms an ack; nothing left to do.
 
-    def _on_closed(self) -> None:
+    def _on_session_failed(self, exc: ClientError) -> None:
+        """The session gave up (or reconnecting is off): run() raises *exc*."""
         if self._finished.is_set() or self._stopping is not None:
             return
-        log.error("event=worker_disconnected worker=%s", self.name)
-        self._failure = ConnectionLost(f"{self.name}: the server closed the stream")
+        log.error("event=worker_disconnected worker=%s error=%s", self.name, exc)
+        self._failure = exc
         self._halt()
 
     def _halt(self) -> None:
@@ -242,14 +315,19 @@ class Worker:
         await asyncio.shield(self._stopping)
 
     async def _stop(self, grace: float) -> None:
-        link, runner = self._link, self._runner
+        session, runner = self._session, self._runner
+        link = None if session is None else session.link
         try:
             if runner is not None:
                 runner.accepting = False
             if self._extender is not None:
                 self._extender.cancel()
-            if link is None or not link.connected:
+            if session is not None and (link is None or not link.connected):
+                session.abort()  # no stream now: what we hold comes back by lock timeout
                 return
+            if session is None or link is None:
+                return
+            await session.close()
             try:
                 await link.unsubscribe(self.node, self.subid)
             except (ClientError, TimeoutError) as exc:
@@ -272,6 +350,13 @@ class Worker:
         """Drop the connection at once, as a crash would: nothing is unsubscribed or
         unlocked here. The XMPP server sends the service our unavailable presence
         and the service hands our items to others (or their locks time out)."""
-        if self._link is not None:
-            self._link.kill()
+        if self._session is not None:
+            self._session.abort()
         self._halt()
+
+
+def default_resource() -> str:
+    """A worker name when none is given: host, process, and a few random bits
+    (two unnamed workers in one process must not share a resource)."""
+    host = socket.gethostname().split(".")[0] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(2)}"

@@ -159,7 +159,14 @@ class LeafPolicy:
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None:
         await delete_and_tell(work, node, redirect, queue=False)
 
-    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None:
+    async def unlock(
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+    ) -> None:
+        raise NotAQueue(node.node_id)
+
+    async def dead_letter(
+        self, work: Work, node: Node, actor: Actor, item_id: str, reason: str
+    ) -> None:
         raise NotAQueue(node.node_id)
 
     async def extend(

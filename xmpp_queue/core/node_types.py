@@ -81,7 +81,13 @@ class NodePolicy(Protocol):
 
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None: ...
 
-    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None: ...
+    async def unlock(
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+    ) -> None: ...
+
+    async def dead_letter(
+        self, work: Work, node: Node, actor: Actor, item_id: str, reason: str
+    ) -> None: ...
 
     async def extend(
         self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None

@@ -73,6 +73,7 @@ from xmpp_queue.core.service_admin import AdminLevers
 __all__ = ["PubSubService", "ServiceSettings"]
 
 FormValues = Mapping[str, Sequence[str]]
+MAX_DELAY = 7 * 86400  # seconds a delayed unlock may hold an item back, as long as an extend
 log = logging.getLogger("xmpp_queue.service")
 
 
@@ -485,13 +486,33 @@ class PubSubService:
         return await self._ctx.run(op)
 
     # --- queue (XEP-0254) ----------------------------------------------------------------
-    async def unlock(self, actor: Actor, node: str, item_id: str) -> Outcome[None]:
-        """§2.4 nack: the holder gives the item back; it goes to the next subscriber."""
+    async def unlock(self, actor: Actor, node: str, item_id: str, delay: int = 0) -> Outcome[None]:
+        """§2.4 nack: the holder gives the item back; it goes to the next subscriber,
+        not before *delay* seconds when given (our ``<unlock delay>``)."""
+        check_id(item_id, "item id")
+        if not 0 <= delay <= MAX_DELAY:
+            raise BadRequest(f"delay must be between 0 and {MAX_DELAY}")
+
+        async def op(w: Work) -> None:
+            n = await self._ctx.node(w, node)
+            await self._types.of(n).unlock(w, n, actor, item_id, delay)
+
+        return await self._ctx.run(op)
+
+    async def unlock_later(
+        self, actor: Actor, node: str, item_id: str, delay: int
+    ) -> Outcome[None]:
+        return await self.unlock(actor, node, item_id, delay)
+
+    async def dead_letter_now(
+        self, actor: Actor, node: str, item_id: str, reason: str
+    ) -> Outcome[None]:
+        """The holder sends an item that can never succeed to the dead-letter node."""
         check_id(item_id, "item id")
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
-            await self._types.of(n).unlock(w, n, actor, item_id)
+            await self._types.of(n).dead_letter(w, n, actor, item_id, reason)
 
         return await self._ctx.run(op)
 

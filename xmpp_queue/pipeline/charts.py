@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from html import escape
 
 PALETTE = ("#2b6cb0", "#2f855a", "#c05621", "#9b2c2c", "#6b46c1", "#2c7a7b", "#975a16")
-FONT = "font-family='system-ui, sans-serif' font-size='11'"
+FAMILY = "font-family='system-ui, sans-serif'"
+FONT = f"{FAMILY} font-size='11'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ def _open(title: str, frame: _Frame) -> list[str]:
         f"<svg class='chart' viewBox='0 0 {frame.width} {frame.height}' width='{frame.width}' "
         f"height='{frame.height}' role='img' aria-label='{escape(title, quote=True)}'>",
         f"<title>{escape(title)}</title>",
-        f"<text x='{frame.left}' y='16' {FONT} font-size='13' font-weight='600'>"
+        f"<text x='{frame.left}' y='16' {FAMILY} font-size='13' font-weight='600'>"
         f"{escape(title)}</text>",
     ]
 

@@ -9,12 +9,14 @@ Nothing here takes a credential: those come only from the config file.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from xmpp_queue.pipeline.settings import PipelineSettings
+from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError, PublisherConfig
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|m|min|h|d|w)?\s*$")
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
@@ -139,6 +141,10 @@ def run_pipeline(
     from xmpp_queue.pipeline.session import build_spark_session, spark_is_running
 
     out = out or sys.stdout
+    started = time.monotonic()  # the summary's wall time counts Spark's start-up too
+    if args.pipeline_command == "enqueue":
+        # Before Spark starts: a misspelt node is one line now, not one reject per row.
+        asyncio.run(check_node(settings.publisher_config(), args.node))
     running = spark_is_running()  # a host (tests, a notebook) owns that session: keep it
 
     spark = build_spark_session(
@@ -149,7 +155,7 @@ def run_pipeline(
     )
     try:
         if args.pipeline_command == "enqueue":
-            return _enqueue(spark, args, settings, out)
+            return _enqueue(spark, args, settings, out, started)
         if args.pipeline_command == "report":
             return _report(spark, args, settings, out)
         return _export(spark, args, settings, out)
@@ -158,7 +164,46 @@ def run_pipeline(
             spark.stop()
 
 
-def _enqueue(spark: Any, args: argparse.Namespace, settings: PipelineSettings, out: TextIO) -> int:
+async def check_node(config: PublisherConfig, node: str) -> None:
+    """Refuse a node that does not exist (or that this account cannot see) up front."""
+    from xmpp_queue.client import ClientError, StanzaError
+    from xmpp_queue.client.link import PubSubLink
+    from xmpp_queue.client.wire import quote_attr
+
+    where = f"{config.service_jid} via {config.host}:{config.port}"
+    try:
+        link = await PubSubLink.open(
+            config.jid,
+            config.password,
+            config.service_jid,
+            host=config.host,
+            port=config.port,
+            allow_plain=config.allow_plain,
+            reply_timeout=30.0,
+        )
+    except (ClientError, TimeoutError) as exc:
+        raise PipelineSettingsError(f"cannot log in as {config.jid} ({where}): {exc}") from None
+    try:
+        query = f"<query xmlns='http://jabber.org/protocol/disco#info' node='{quote_attr(node)}'/>"
+        await link.call(query, "get")
+    except StanzaError as exc:
+        if exc.condition == "item-not-found":
+            raise PipelineSettingsError(
+                f"node {node!r} does not exist on {config.service_jid}: check --node, or "
+                "create the queue first"
+            ) from None
+        raise PipelineSettingsError(f"node {node!r} on {where}: {exc}") from None
+    finally:
+        await link.close()
+
+
+def _enqueue(
+    spark: Any,
+    args: argparse.Namespace,
+    settings: PipelineSettings,
+    out: TextIO,
+    started: float,
+) -> int:
     from xmpp_queue.pipeline.enqueue import EnqueueOptions, print_enqueue_summary, run_enqueue
 
     options = EnqueueOptions(
@@ -173,6 +218,7 @@ def _enqueue(spark: Any, args: argparse.Namespace, settings: PipelineSettings, o
         rejects_path=args.rejects,
     )
     summary = run_enqueue(spark, options, settings.publisher_config())
+    summary.total_seconds = time.monotonic() - started
     print_enqueue_summary(summary, args.node, out)
     return 0 if summary.ok else 1
 

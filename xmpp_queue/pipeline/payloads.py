@@ -73,7 +73,10 @@ def prepare_items(
     Rows Spark could not parse, rows with an empty id (when ids come from a
     column), empty XML cells, and payloads above *max_payload_bytes* get a
     ``reject`` reason instead of being sent. ``record`` is the row as JSON (or
-    the raw text of a malformed line), kept only for rejected rows.
+    the raw text of a malformed line): for rows rejected here, and in XML mode
+    for every row (the service may still refuse one, and its rejects line must
+    be replayable). In JSON mode the payload itself carries the row's JSON, so
+    :func:`record_of_payload` gives it back without a second copy per row.
     """
     columns = set(frame.columns)
     for name, role in ((id_column, "--id-column"), (xml_column, "--xml-column")):
@@ -114,7 +117,11 @@ def prepare_items(
         )
     )
     record_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data_columns(frame)]))
-    record = F.when(reject.isNotNull(), F.coalesce(corrupt, record_json))
+    record = (
+        F.coalesce(corrupt, record_json)
+        if mode == "xml"
+        else F.when(reject.isNotNull(), F.coalesce(corrupt, record_json))
+    )
     source = F.col(SOURCE) if SOURCE in columns else F.lit(None).cast("string")
     prepared = frame.select(
         item_id.alias(ITEM_ID),
@@ -126,6 +133,19 @@ def prepare_items(
     )
     # A rejected row carries no payload to the executors' publishers.
     return prepared.withColumn(PAYLOAD, F.when(F.col(REJECT).isNull(), F.col(PAYLOAD)))
+
+
+def record_of_payload(payload: str | None) -> str | None:
+    """The row's JSON back from a XEP-0335 ``<json/>`` payload (None otherwise)."""
+    if not payload:
+        return None
+    from xml.etree import ElementTree as ET
+
+    try:
+        element = ET.fromstring(payload)
+    except ET.ParseError:
+        return None
+    return element.text if element.tag == f"{{{JSON_NS}}}json" else None
 
 
 def xml_problem(payload: str) -> str | None:

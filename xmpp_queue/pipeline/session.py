@@ -5,6 +5,16 @@ the settings that change results or safety: UTC as the session time zone (the
 ledger is UTC and buckets/dates must not move with the machine's zone), the
 driver bound to 127.0.0.1 in local mode (nothing listens on public interfaces),
 no UI unless asked, and the Python that runs the workers being this one.
+
+Why the environment and not only ``spark.pyspark.python``: that setting is read
+by ``spark-submit``; a session built from a running Python (``xmpp-queue
+pipeline``, a notebook) starts its Python workers with ``PYSPARK_PYTHON`` from
+the JVM's environment, else the first ``python3`` on PATH. Run from an
+unactivated venv (pipx, systemd, cron, a full path to the console script) that
+is another Python without slixmpp, and every task fails with
+``ModuleNotFoundError``. So the JVM is started with ``PYSPARK_PYTHON`` set to
+this interpreter, unless the user set it (on a cluster it names the executors'
+Python).
 """
 
 from __future__ import annotations
@@ -56,6 +66,12 @@ def _worker_python_path() -> str:
     return os.pathsep.join(p for p in (root, inherited) if p)
 
 
+def worker_python() -> str:
+    """The Python for Spark's workers: ``PYSPARK_PYTHON`` if the user set it, else
+    the interpreter running this code (the one that has xmpp_queue and slixmpp)."""
+    return os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
 def spark_is_running() -> bool:
     """Whether this process already has a SparkContext (in any thread)."""
     from pyspark import SparkContext
@@ -83,13 +99,16 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     all_jars = list(dict.fromkeys([*(find_jdbc_jars() if find_jars else []), *jars]))
+    python = worker_python()
+    # Read by the JVM that PySpark launches next (and inherited by its workers).
+    os.environ["PYSPARK_PYTHON"] = python
     settings: dict[str, str] = {
         "spark.sql.session.timeZone": "UTC",
         # Archives are read by other tools too: standard microsecond timestamps, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": python,
         "spark.pyspark.driver.python": sys.executable,
         # Arrow is optional (pyarrow is not a dependency): plain pickled Python.
         "spark.sql.execution.pythonUDF.arrow.enabled": "false",

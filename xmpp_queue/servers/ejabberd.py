@@ -190,6 +190,17 @@ class PrivateEjabberd(ServerLifecycle):
         finally:
             self._remove_dir()
 
+    def restart(self) -> None:
+        """Stop the node and start it again on the same ports; accounts live in its
+        spool (Mnesia) and survive. Clients' streams close and must reconnect."""
+        if self.workdir is None:
+            raise ServerError("PrivateEjabberd.restart() needs a started server")
+        ctl = _ejabberdctl()
+        self._stop_node(ctl)
+        self._ctl(ctl, "start")
+        self._await_started_and_register(register=False)
+        self._pid = int(self.pid_path.read_text().strip())
+
     def register(self, users: Mapping[str, str]) -> None:
         """Create accounts (name → password) on the running node, in one Erlang VM."""
         self._rpc_eval(self._register_expr(users), what="user registration")
@@ -285,7 +296,7 @@ class PrivateEjabberd(ServerLifecycle):
             output = (result.stdout + result.stderr).strip()
             raise ServerError(f"ejabberd {what} failed (exit {result.returncode}): {output}")
 
-    def _await_started_and_register(self) -> None:
+    def _await_started_and_register(self, register: bool = True) -> None:
         tries = int(self.start_timeout / 0.05)
         wait = (
             "Wait = fun W(0) -> halt(1); W(K) -> "
@@ -295,8 +306,9 @@ class PrivateEjabberd(ServerLifecycle):
             "_ -> timer:sleep(50), W(K - 1) end end, "
             f"Wait({tries}), "
         )
+        then = self._register_expr(self.users) if register else "halt(0)."
         self._rpc_eval(
-            wait + self._register_expr(self.users),
+            wait + then,
             what=f"start (not started within {self.start_timeout:.0f} s, or registration)",
             timeout=self.start_timeout + 30,
         )

@@ -70,6 +70,7 @@ class PrivateProsody(ServerLifecycle):
         extra_config: str = "",
         log_level: str = "info",
         start_timeout: float = 20.0,
+        tls_certificates: Path | None = None,
     ) -> None:
         self.components = dict(components or {})
         self.users = dict(users or {})
@@ -79,6 +80,8 @@ class PrivateProsody(ServerLifecycle):
         self.extra_config = extra_config
         self.log_level = log_level
         self.start_timeout = start_timeout
+        # A directory with <domain>.crt/.key: TLS on, and required (as a real server).
+        self.tls_certificates = tls_certificates
         self.c2s_port = 0
         self.component_port = 0
         self.workdir: Path | None = None
@@ -150,6 +153,25 @@ class PrivateProsody(ServerLifecycle):
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
             self._registered = False
+
+    def restart(self) -> None:
+        """Stop the process and start it again on the same ports, with the same
+        accounts: what an operator's ``systemctl restart prosody`` does to clients
+        (their streams close; they must reconnect)."""
+        prosody = shutil.which("prosody")
+        if prosody is None or self.workdir is None:
+            raise ServerError("PrivateProsody.restart() needs a started server")
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._launch(prosody)
+        if not self._wait_ready():
+            raise ServerError(f"Prosody did not restart{self._failure_detail()}")
 
     def register(self, users: Mapping[str, str]) -> None:
         """Create accounts (name → password), all ``prosodyctl`` calls at once.
@@ -235,7 +257,7 @@ class PrivateProsody(ServerLifecycle):
             "run_as_root = true",
             f"pidfile = {lua_string(str(work / 'prosody.pid'))}",
             f"data_path = {lua_string(str(work / 'data'))}",
-            f"certificates = {lua_string(str(work / 'certs'))}",
+            f"certificates = {lua_string(str(self.tls_certificates or work / 'certs'))}",
             f"interfaces = {{ {lua_string(self.host)} }}",
             f"local_interfaces = {{ {lua_string(self.host)} }}",
             f"c2s_ports = {{ {self.c2s_port} }}",
@@ -244,9 +266,12 @@ class PrivateProsody(ServerLifecycle):
             "s2s_ports = { }",
             "http_ports = { }",
             "https_ports = { }",
-            'modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "presence" }',
-            'modules_disabled = { "s2s"; "tls" }',
-            "c2s_require_encryption = false",
+            'modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "presence"'
+            + ('; "tls" }' if self.tls_certificates else " }"),
+            'modules_disabled = { "s2s" }'
+            if self.tls_certificates
+            else 'modules_disabled = { "s2s"; "tls" }',
+            f"c2s_require_encryption = {'true' if self.tls_certificates else 'false'}",
             "allow_unencrypted_plain_auth = true",
             'authentication = "internal_hashed"',
             'default_storage = "memory"',

@@ -540,6 +540,15 @@ class PostgresBackend:
         if self._conn is None or self._conn.is_closed():
             try:
                 self._conn = await asyncpg.connect(self._dsn)
+                if self.fence is not None:
+                    # A commit holds the lease row (the fencing check) until it ends. If
+                    # this process froze mid-commit (SIGSTOP, a stalled VM), the server
+                    # ends that transaction, releasing the row for a standby, before
+                    # the lease term is over.
+                    await self._conn.execute(
+                        "SET idle_in_transaction_session_timeout = "
+                        f"{int(self.fence.idle_limit * 1000)}"
+                    )
             except Exception as exc:
                 raise _translate(exc, _postgres_outage) from exc
         return self._conn
@@ -590,7 +599,9 @@ class PostgresBackend:
             await self._reserve(conn, flush)
         except NotActive as exc:
             await transaction.rollback()
-            log.error("event=commit_fenced name=%s token=%d", self.fence.name, self.fence.token)  # type: ignore[union-attr]
+            fence = self.fence
+            assert fence is not None
+            log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
             raise FlushFailed(exc, maybe_committed=False) from exc
         except BaseException as exc:
             if not conn.is_closed():

@@ -24,6 +24,10 @@ The lease is one row of ``leader_leases`` per component JID:
   since answers and notifications are sent only after a commit, it never
   answers as if it had.
 
+A commit holds the lease row until it ends; the holder's commit connection
+sets ``idle_in_transaction_session_timeout`` to half a term, so a process
+frozen in the middle of a commit cannot keep a standby waiting for the row.
+
 A new holder loads the state after taking the lease, so it sees every commit
 of the previous term and nothing of it can come after. Lock deadlines are
 stored as absolute times: they keep running across a takeover.
@@ -65,10 +69,14 @@ class LeaseLost(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """What every commit checks: the lease row and the token of our term."""
+    """What every commit checks: the lease row and the token of our term.
+
+    ``idle_limit``: seconds a commit's transaction may sit idle before the server
+    ends it (a process frozen mid-commit must not hold the lease row for long)."""
 
     name: str
     token: int
+    idle_limit: float = 2.5
 
 
 _ACQUIRE = """
@@ -133,7 +141,7 @@ class PostgresLease:
     def fence(self) -> Fence:
         if self.token is None:
             raise LeaseLost("no lease held")
-        return Fence(self.name, self.token)
+        return Fence(self.name, self.token, max(1.0, self.ttl / 2))
 
     async def _connection(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():

@@ -67,6 +67,15 @@ PLUGINS = (
 REJECTING_CONDITIONS = frozenset(
     {"not-authorized", "host-unknown", "invalid-namespace", "improper-addressing"}
 )
+# What each refusal means for the operator (a wrong port is not a wrong secret).
+C2S_PORT = "server_port may be the server's client (c2s) port: use its component port"
+REJECTION_HINTS = {
+    "not-authorized": "check the component secret in the server config and in [component]",
+    "host-unknown": f"the server has no component by this name on this port; {C2S_PORT}",
+    "invalid-namespace": C2S_PORT,
+    "improper-addressing": "check the component name in the server config",
+}
+DEFAULT_REJECTION_HINT = "check the component secret and name in the server config"
 
 
 class HandshakeRejected(Exception):
@@ -215,17 +224,18 @@ class QueueComponent(ComponentXMPP):
                 break
             if end is _SessionEnd.REJECTED:
                 condition = self._stream_error or "stream closed"
+                hint = REJECTION_HINTS.get(condition, DEFAULT_REJECTION_HINT)
                 log.error(
-                    "event=handshake_rejected jid=%s server=%s:%s condition=%s "
-                    "hint='check the component secret and name in the server config'",
+                    "event=handshake_rejected jid=%s server=%s:%s condition=%s hint='%s'",
                     self.boundjid.bare,
                     self.server_host,
                     self.server_port,
                     condition,
+                    hint,
                 )
                 raise HandshakeRejected(
                     f"{self.server_host}:{self.server_port} rejected component "
-                    f"{self.boundjid.bare} ({condition}); check its secret and name"
+                    f"{self.boundjid.bare} ({condition}); {hint}"
                 )
             if end is _SessionEnd.LOST:
                 delay = INITIAL_BACKOFF

@@ -280,6 +280,22 @@ async def on_extend(
     return Answer(render.extend_result(iq.stanza, req.node, req.item_id, out.value), out.effects)
 
 
+async def on_unlock_later(
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_lock(ps, el)
+    out = await svc.unlock_later(actor, req.node, req.item_id, req.delay or 0)
+    return Answer(render.empty_result_text(iq), out.effects)
+
+
+async def on_dead_letter(
+    svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
+) -> Answer:
+    req = rq.parse_lock(ps, el)
+    out = await svc.dead_letter_now(actor, req.node, req.item_id, req.reason)
+    return Answer(render.empty_result_text(iq), out.effects)
+
+
 # --- the table -------------------------------------------------------------------------
 
 
@@ -342,6 +358,8 @@ ROUTES: dict[tuple[str, str, str], Route] = {
     ("set", QUEUEING, "unlock"): _UNLOCK,
     ("get", QUEUEING, "unlock"): _UNLOCK,
     ("set", QUEUE_EXT, "extend"): Route(on_extend, (QUEUE_EXT,)),
+    ("set", QUEUE_EXT, "unlock"): Route(on_unlock_later, (QUEUE_EXT,)),
+    ("set", QUEUE_EXT, "dead-letter"): Route(on_dead_letter, (QUEUE_EXT,)),
 }
 
 # Elements that qualify the request beside it rather than being the request.

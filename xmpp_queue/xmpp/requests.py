@@ -158,11 +158,13 @@ class NodeAffiliationsSet:
 
 @dataclass(frozen=True, slots=True)
 class LockRequest:
-    """XEP-0254 unlock (seconds None) or our extend."""
+    """XEP-0254 unlock (seconds None), our extend, our delayed unlock or dead-letter."""
 
     node: str
     item_id: str
     seconds: int | None = None
+    delay: int | None = None
+    reason: str = ""
 
 
 # --- small readers -------------------------------------------------------------------
@@ -412,7 +414,10 @@ def parse_node_affiliations_set(pubsub: ET.Element, el: ET.Element) -> NodeAffil
 
 
 def parse_lock(pubsub: ET.Element, el: ET.Element) -> LockRequest:
-    """XEP-0254 unlock or our extend: the same shape, in their own namespaces."""
+    """XEP-0254 unlock, or our extend / unlock / dead-letter: the same shape, in
+    their own namespaces (``seconds``, ``delay`` and ``reason`` attributes)."""
     ns = el.tag[1:].split("}")[0]
     seconds = _int(el.get("seconds"), "seconds", minimum=1)
-    return LockRequest(_node(el), _one_item_id(el, ns), seconds)
+    delay = _int(el.get("delay"), "delay", minimum=0)
+    reason = el.get("reason", "")
+    return LockRequest(_node(el), _one_item_id(el, ns), seconds, delay, reason)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
@@ -130,17 +131,22 @@ class QueueEngine:
         kind: EventKind,
         reason: str,
         notify_holder: bool = True,
+        not_before: datetime | None = None,
     ) -> bool:
         """A lock ended without an ack: offer the item again, or dead-letter it.
 
         *item* is the snapshot taken while it was still locked. The unlock is
-        conditional on the same holder, so a concurrent ack wins cleanly.
+        conditional on the same holder, so a concurrent ack wins cleanly. The item
+        is offered again after the node's retry back-off, or at *not_before* if that
+        is later (a worker's delayed unlock).
         """
         holder_sub, holder_jid = item.locked_by, item.lock_jid
         if holder_sub is None:
             return False
         dead = must_dead_letter(node.config, item.deliveries)
         available_at = None if dead else retry_available_at(node.config, item.deliveries, work.now)
+        if not dead and not_before is not None and not_before > work.now:
+            available_at = max(available_at, not_before) if available_at else not_before
         if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
             return False
         work.tx.ledger.append(
@@ -162,8 +168,11 @@ class QueueEngine:
             await self.dead_letter(work, node, item)
         return True
 
-    async def dead_letter(self, work: Work, node: Node, item: Item) -> None:
-        """Move an item past its delivery limit to the dead-letter node: never drop it."""
+    async def dead_letter(
+        self, work: Work, node: Node, item: Item, reason: str = "max-deliveries"
+    ) -> None:
+        """Move an item to the dead-letter node (past its delivery limit, or because
+        its holder said it can never succeed): never drop it."""
         target = await self._dead_letter_target(work, node)
         record(work.tx.ledger, work.now, EventKind.DEAD_LETTERED, item, item.lock_jid)
         self._previous_holder.pop((node.node_id, item.item_id), None)
@@ -173,7 +182,7 @@ class QueueEngine:
                 "origin-node": node.node_id,
                 "origin-item": item.item_id,
                 "deliveries": str(item.deliveries),
-                "reason": "max-deliveries",
+                "reason": reason,
                 "dead-lettered-at": work.now.isoformat(),
             }
         )
@@ -181,11 +190,12 @@ class QueueEngine:
             node.node_id, item.item_id, target.node_id, item.item_id, headers, work.now
         )
         log.info(
-            "event=dead_lettered node=%s item=%s deliveries=%d target=%s",
+            "event=dead_lettered node=%s item=%s deliveries=%d target=%s reason=%r",
             node.node_id,
             item.item_id,
             item.deliveries,
             target.node_id,
+            reason,
         )
         await self._arrived(work, target, moved)
 

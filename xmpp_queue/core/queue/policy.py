@@ -5,7 +5,10 @@ the operation settles (:meth:`QueuePolicy.settle` dispatches), so every
 operation that frees a slot or adds work gets its dispatch without asking.
 Retract from the lock holder is the ack; from a publisher or owner it removes
 the item and tells its holder (DESIGN's error order lives in ``locks``).
-Unlock is the nack, extend moves a deadline; both only for the holder.
+Unlock is the nack (optionally "not before N seconds", this project's
+``<unlock delay>``), extend moves a deadline, dead-letter sends an item that can
+never succeed to the dead-letter node at once (``<dead-letter reason>``), so a
+poison item does not burn its remaining deliveries; all only for the holder.
 Subscribing needs ``pubsub#queue_requests`` (§2.1). ``pubsub#max_items`` is a
 hard limit here: a publish past it is refused (nothing is ever dropped).
 """
@@ -13,7 +16,7 @@ hard limit here: a publish past it is refused (nothing is ever dropped).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from xmpp_queue.core.access import own_subscriptions
 from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
@@ -44,6 +47,7 @@ from xmpp_queue.core.queue.engine import QueueEngine
 from xmpp_queue.core.queue.locks import Release, check_release
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
+MAX_REASON = 200  # characters kept of a worker's dead-letter reason
 
 
 class QueuePolicy:
@@ -191,10 +195,25 @@ class QueuePolicy:
         assert item is not None
         return item
 
-    async def unlock(self, work: Work, node: Node, actor: Actor, item_id: str) -> None:
-        """§2.4 nack: the holder gives the item back; it goes to the next subscriber."""
+    async def unlock(
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+    ) -> None:
+        """§2.4 nack: the holder gives the item back; it goes to the next subscriber
+        (not before *delay* seconds, when the holder asks for a delay)."""
         item = await self._held(work, node, actor, item_id, "unlock")
-        await self.engine.requeue(work, node, item, EventKind.UNLOCKED, "unlocked")
+        not_before = work.now + timedelta(seconds=delay) if delay > 0 else None
+        await self.engine.requeue(
+            work, node, item, EventKind.UNLOCKED, "unlocked", not_before=not_before
+        )
+
+    async def dead_letter(
+        self, work: Work, node: Node, actor: Actor, item_id: str, reason: str
+    ) -> None:
+        """The holder says the item can never succeed: to the dead-letter node now
+        (no unlock notice: the holder asked for it)."""
+        item = await self._held(work, node, actor, item_id, "unlock")
+        await self.engine.dead_letter(work, node, item, reason[:MAX_REASON] or "rejected")
+        work.deadlines_changed = True
 
     async def extend(
         self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None
