@@ -6,9 +6,11 @@ no module-level singletons, no engine at import time, so tests and the demo
 can build as many independent services as they like.
 
 Lifecycle, in order: open the store, start the service (its commit batcher),
-connect the component and serve until SIGINT/SIGTERM or the component ends;
-then stop the component (no new stanzas), stop the service (finish the
-operations in flight) and close the store. A wrong secret is one log line
+start the operations listener when ``[http]`` is configured (metrics, health
+checks, dashboard: ``xmpp_queue/http``), connect the component and serve until
+SIGINT/SIGTERM or the component ends; then stop the component (no new
+stanzas), the listener, the service (finish the operations in flight) and
+close the store. A wrong secret is one log line
 (written by the component) and exit status 1: retrying cannot fix it, and
 hammering the server helps nobody.
 """
@@ -26,6 +28,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from xmpp_queue.config import Settings
+from xmpp_queue.core.observe import ObservedStore
+from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 
 log = logging.getLogger("xmpp_queue.app")
@@ -75,13 +79,25 @@ async def run_service(settings: Settings) -> int:
     server = f"{comp.server_host}:{comp.server_port}"
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/write_behind.py).
-    store = await WriteBehindStore.open(settings.database.url)
+    store: Store = await WriteBehindStore.open(settings.database.url)
+    metrics = _metrics(settings)
+    observed = None
+    if metrics is not None:
+        # Count what commits (ledger events, waits, commit times): core/observe.py.
+        store = observed = ObservedStore(store, metrics)
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
+    if metrics is not None:
+        service._batcher.on_commit = metrics.batch_committed  # batch sizes (observe.py)
+    ops: Any = None
     try:
         await service.start()
         component = QueueComponent(
             comp.jid, comp.secret, comp.server_host, comp.server_port, service
         )
+
+        def send_effects(effects: Any) -> Any:
+            return component.send_outcome(None, effects)
+
         # Admin commands change state too (purge, unlock ...): their notifications
         # go out through the component's ordered sender, like every other outcome.
         register_admin_commands(
@@ -89,8 +105,23 @@ async def run_service(settings: Settings) -> int:
             service,
             settings.admins.jids,
             settings.database.url,
-            send_effects=lambda effects: component.send_outcome(None, effects),
+            send_effects=send_effects,
+            on_redrive=metrics.redrive_done if metrics is not None else None,
         )
+        if observed is not None:
+            try:
+                ops = await _start_http(
+                    settings, service, observed, metrics, component, send_effects
+                )
+            except OSError as exc:
+                assert settings.http is not None
+                log.error(
+                    'event=http_listen_failed address=%s:%d error="%s"',
+                    settings.http.host,
+                    settings.http.port,
+                    exc.strerror or exc,
+                )
+                return 1
         _freeze_startup_heap()
         log.info(
             "event=starting component=%s server=%s database=%s admins=%d",
@@ -104,12 +135,60 @@ async def run_service(settings: Settings) -> int:
             status = await _serve(component, stop, HandshakeRejected, comp.jid, server)
         return status
     finally:
+        if ops is not None:
+            await ops.stop()
         try:
             await service.stop()
         except Exception:  # still close the store; the operator sees why in the log
             log.exception("event=service_stop_failed component=%s", comp.jid)
         await store.close()
         log.info("event=stopped component=%s", comp.jid)
+
+
+def _metrics(settings: Settings) -> Any:
+    """The metrics object when ``[http]`` is configured (None: nothing is observed)."""
+    if settings.http is None:
+        return None
+    from xmpp_queue.http.metrics import QueueMetrics
+
+    return QueueMetrics(settings.http.max_nodes)
+
+
+async def _start_http(
+    settings: Settings,
+    service: PubSubService,
+    store: ObservedStore,
+    metrics: Any,
+    component: Any,
+    send_effects: Callable[[Any], Any],
+) -> Any:
+    """Build and start the operations listener (metrics, probes, dashboard)."""
+    from xmpp_queue.http.actions import DashboardActions
+    from xmpp_queue.http.health import HealthChecks
+    from xmpp_queue.http.server import OpsServer
+
+    http = settings.http
+    assert http is not None
+    component.add_event_handler("session_start", metrics.session_started)
+    component.add_event_handler("disconnected", metrics.disconnected)
+    health = HealthChecks(
+        connected=lambda: metrics.is_connected,
+        ping_database=lambda: store.ping(utc_now()),
+        last_commit_failed=lambda: metrics.last_commit_failed,
+    )
+    actions = DashboardActions(service, send_effects, on_redrive=metrics.redrive_done)
+    ops = OpsServer(
+        http.host,
+        http.port,
+        service,
+        metrics,
+        health,
+        actions,
+        admin_token=http.admin_token,
+        jid=settings.component.jid,
+    )
+    await ops.start()
+    return ops
 
 
 def _freeze_startup_heap() -> None:

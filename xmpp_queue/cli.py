@@ -47,16 +47,22 @@ class CommandError(Exception):
 # --- logging ---------------------------------------------------------------------------
 
 
-def configure_logging(level: str, file: Path | None = None) -> None:
+def configure_logging(level: str, file: Path | None = None, fmt: str = "text") -> None:
     """One handler on the root logger: *file* (appended) or standard error.
 
-    The format is ``time level=... logger=... message``; our own messages are
-    key=value (``event=... component=...``), one line per decision.
+    The ``text`` format is ``time level=... logger=... message``; our own messages
+    are key=value (``event=... component=...``), one line per decision. ``json``
+    writes one JSON object per line with those pairs as fields (``logjson``).
     """
     handler: logging.Handler = (
         logging.FileHandler(file, encoding="utf-8") if file else logging.StreamHandler()
     )
-    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    if fmt == "json":
+        from xmpp_queue.logjson import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
     handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for previous in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
@@ -76,7 +82,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     except ConfigError as exc:
         raise CommandError(f"config error: {exc.one_line()}", EXIT_USAGE) from None
     level = args.log_level or settings.logging.level
-    configure_logging(level.upper(), settings.logging.file)
+    configure_logging(level.upper(), settings.logging.file, settings.logging.format)
     return settings
 
 
@@ -155,11 +161,21 @@ def summary(settings: Settings) -> str:
             f"retry_delay={q.default_retry_delay}s retry_delay_max={q.default_retry_delay_max}s "
             f"max_payload_size={q.max_payload_size} bytes",
         ),
-        ("logging", f"level={lg.level} to={lg.file or 'standard error'}"),
+        ("logging", f"level={lg.level} format={lg.format} to={lg.file or 'standard error'}"),
+        ("http", _http_summary(settings)),
         ("pipeline", ", ".join(sorted(settings.pipeline)) or "not configured"),
     ]
     head = f"config OK: {settings.source}" if settings.source else "config OK"
     return "\n".join([head, *(f"  {name:<10} {value}" for name, value in rows)])
+
+
+def _http_summary(settings: Settings) -> str:
+    http = settings.http
+    if http is None:
+        return "off (no [http] table)"
+    host = f"[{http.host}]" if ":" in http.host else http.host
+    token = "admin token set" if http.admin_token else "read-only (no admin_token)"
+    return f"http://{host}:{http.port}/ ({token}, max_nodes={http.max_nodes})"
 
 
 def _check_pipeline(settings: Settings) -> None:
