@@ -305,7 +305,21 @@ def _run_demo(args: argparse.Namespace) -> int:
     return int(run_demo(args))
 
 
+def _add_admin(subparsers: Any) -> None:
+    from xmpp_queue import admin_cli
+
+    admin = subparsers.add_parser(
+        "admin",
+        help="run the service's admin commands over XMPP (list, details, unlock ...)",
+        description="Run the service's XEP-0050 admin commands as an admin account. "
+        "Add --json for scripts.",
+    )
+    admin_cli.add_arguments(admin)
+    admin.set_defaults(_handler=admin_cli.run_args)
+
+
 _EXTENSIONS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "admin": ("run the service's admin commands over XMPP (list, details, unlock ...)", _add_admin),
     "pipeline": ("Spark jobs: bulk enqueue, queue-history report, ledger export", _add_pipeline),
     "demo": ("a private Prosody, the component, workers and a publisher, live", _add_demo),
 }
