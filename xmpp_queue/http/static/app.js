@@ -28,8 +28,8 @@ function duration(s) {
   const neg = s < 0; s = Math.abs(s);
   let out;
   if (s < 60) out = `${s.toFixed(s < 10 ? 1 : 0)} s`;
-  else if (s < 3600) out = `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-  else out = `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  else if (s < 3600) out = `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  else out = `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
   return neg ? `${out} ago` : out;
 }
 
@@ -231,6 +231,7 @@ async function refreshQueue() {
     stat("acks", "acks (1 h)", s.acks_last_hour ?? "–"),
     stat("redeliveries", "redeliveries (1 h)", s.redeliveries_last_hour ?? "–"));
   document.getElementById("chart").replaceChildren(sparkline(q.rates, true));
+  document.getElementById("chart-legend").replaceChildren(legend(q.rates));
   document.getElementById("lock-count").textContent = `(${q.in_flight})`;
   syncRows("#locks", q.locks, lockSpec(q.node));
   syncRows("#subscribers", q.subscribers, SUBSCRIBER_SPEC);
