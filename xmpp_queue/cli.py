@@ -325,6 +325,46 @@ _EXTENSIONS: dict[str, tuple[str, Callable[[Any], None]]] = {
 }
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    """GET /healthz or /readyz of a running component; 0 if it answers 200.
+
+    For systemd (``ExecStartPost``, a health-check timer) and shell scripts: no
+    curl needed. The address is ``--url``, else ``[http] listen`` of ``-c FILE``.
+    ``--wait N`` retries for up to N seconds (a service that is still starting).
+    """
+    import time
+    import urllib.error
+    import urllib.request
+
+    if args.url:
+        base = args.url.rstrip("/")
+    else:
+        try:
+            http = load_config(args.config).http
+        except ConfigError as exc:
+            raise CommandError(f"config error: {exc.one_line()}", EXIT_USAGE) from None
+        if http is None or http.port == 0:
+            raise CommandError(
+                f"{args.config} has no [http] listen with a fixed port; give --url", EXIT_USAGE
+            )
+        host = f"[{http.host}]" if ":" in http.host else http.host
+        base = f"http://{host}:{http.port}"
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/{args.check}", timeout=5) as reply:
+                print(reply.read().decode(errors="replace").strip())
+                return EXIT_OK
+        except urllib.error.HTTPError as exc:
+            answer = f"{exc.code} {exc.read().decode(errors='replace').strip()}"
+        except (urllib.error.URLError, OSError) as exc:
+            answer = f"no answer from {base}: {getattr(exc, 'reason', exc)}"
+        if time.monotonic() >= deadline:
+            print(f"xmpp-queue: {args.check}: {answer}", file=sys.stderr)
+            return EXIT_FAILURE
+        time.sleep(1.0)
+
+
 def _command_of(argv: Sequence[str]) -> str | None:
     """The sub-command named on the command line (the first word that is no option)."""
     words = iter(argv)
@@ -363,6 +403,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     check = subparsers.add_parser("check-config", help="validate the config file, print it")
     _add_config_option(check)
     check.set_defaults(_handler=cmd_check_config)
+
+    probe = subparsers.add_parser(
+        "probe", help="ask a running component's /healthz or /readyz (systemd, scripts)"
+    )
+    _add_config_option(probe)
+    probe.add_argument("check", choices=("healthz", "readyz"), help="alive, or ready to serve")
+    probe.add_argument("--url", help="http://HOST:PORT of the listener (default: from -c FILE)")
+    probe.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="retry for this long"
+    )
+    probe.set_defaults(_handler=cmd_probe)
 
     for name, (help_text, add) in _EXTENSIONS.items():
         if argv is None or command == name:

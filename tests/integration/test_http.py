@@ -24,6 +24,7 @@ from tests.integration.conftest import (
     ComponentFactory,
     ComponentProcess,
     subprocess_env,
+    xmpp_queue_cli,
 )
 from tests.integration.queue_helpers import (
     Inbox,
@@ -138,6 +139,9 @@ async def test_health_checks(ops_component: ComponentProcess) -> None:
     status, body = await fetch(base, "/readyz")
     assert status == 200, body
     assert json.loads(body)["checks"] == {"xmpp": "ok", "database": "ok"}
+    # `xmpp-queue probe`, what the systemd unit runs
+    probe = await asyncio.to_thread(xmpp_queue_cli, "probe", "--url", base, "readyz")
+    assert probe.returncode == 0 and '"ready"' in probe.stdout, probe.stderr
 
 
 async def test_readyz_fails_while_the_xmpp_server_is_gone(
@@ -148,11 +152,10 @@ async def test_readyz_fails_while_the_xmpp_server_is_gone(
 
     proc = make_component(prosody, f"sqlite:///{tmp_path / 'gone.sqlite'}", tmp_path, http=HTTP)
     # A port nobody listens on: the component keeps retrying and never connects.
-    proc.config_path.write_text(
-        proc.config_path.read_text().replace(
-            f"server_port = {prosody.component_port}", "server_port = 9"
-        )
-    )
+    # And JSON log lines, as [logging] format = "json" promises.
+    text = proc.config_path.read_text()
+    text = text.replace(f"server_port = {prosody.component_port}", "server_port = 9")
+    proc.config_path.write_text(text.replace("[logging]\n", '[logging]\nformat = "json"\n'))
     await asyncio.to_thread(proc.migrate)
     proc.spawn()
     try:
@@ -161,6 +164,11 @@ async def test_readyz_fails_while_the_xmpp_server_is_gone(
         assert (await fetch(base, "/healthz"))[0] == 200
         status, body = await fetch(base, "/readyz")
         assert status == 503 and "not connected" in body
+        probe = await asyncio.to_thread(xmpp_queue_cli, "probe", "--url", base, "readyz")
+        assert probe.returncode == 1 and "not connected" in probe.stderr
+        lines = [json.loads(line) for line in proc.run_log().splitlines() if line.strip()]
+        assert any(e.get("event") == "http_listening" for e in lines)
+        assert any(e.get("event") == "connect_failed" for e in lines)
     finally:
         await proc.astop()
 
