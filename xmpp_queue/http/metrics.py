@@ -214,6 +214,7 @@ class QueueMetrics:
         r.register(self.queue_state)  # type: ignore[arg-type]
         self.totals: Tally[tuple[str, EventKind]] = Tally()
         """Cumulative events per (label, kind), for the dashboard's rate charts."""
+        self._children: dict[tuple[Any, ...], Any] = {}
         self.last_commit_failed = False
         self.is_connected = False
         self._sessions = 0
@@ -227,12 +228,22 @@ class QueueMetrics:
                 (self.labels(e.node), e.kind) for e in batch.events
             )
             for (label, kind), n in tally.items():
-                self._events[kind].labels(label).inc(n)
+                self._child(self._events[kind], label, ("event", label, kind)).inc(n)
             self.totals.update(tally)
         for wait in batch.first_deliveries:
-            self.publish_to_delivery.labels(self.labels(wait.node)).observe(wait.seconds)
+            label = self.labels(wait.node)
+            self._child(self.publish_to_delivery, label, ("p2d", label)).observe(wait.seconds)
         for wait in batch.acks:
-            self.delivery_to_ack.labels(self.labels(wait.node)).observe(wait.seconds)
+            label = self.labels(wait.node)
+            self._child(self.delivery_to_ack, label, ("d2a", label)).observe(wait.seconds)
+
+    def _child(self, metric: Any, label: str, key: tuple[Any, ...]) -> Any:
+        """``metric.labels(label)``, looked up once: ``labels()`` validates and locks on
+        every call, and this runs for every committed event."""
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
 
     def commit_failed(self) -> None:
         self.last_commit_failed = True
