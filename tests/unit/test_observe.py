@@ -147,3 +147,22 @@ async def test_a_failed_commit_reports_no_events(clock: FakeClock) -> None:
 async def test_ping_reaches_the_ledger(clock: FakeClock) -> None:
     store = ObservedStore(MemoryStore(), Recorder())
     await store.ping(clock())
+
+
+class Broken(Recorder):
+    def committed(self, batch: CommittedBatch) -> None:
+        raise RuntimeError("a bug in the metrics")
+
+
+async def test_a_failing_observer_never_fails_or_repeats_a_commit(clock: FakeClock) -> None:
+    store = ObservedStore(MemoryStore(), Broken())
+    svc = await _service(store, clock)
+    try:
+        await _queue(svc)
+        out = await svc.publish(PUB, "jobs", "a", "<x/>", 4)
+        assert out.value == "a"
+        async with store.inner.transaction() as tx:
+            events = await tx.ledger.events("jobs")
+        assert [e.kind for e in events] == [EventKind.PUBLISHED]  # once, not retried
+    finally:
+        await svc.stop()

@@ -23,6 +23,7 @@ Standard library only, like all of ``core``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -35,6 +36,8 @@ from xmpp_queue.core.model import Item
 from xmpp_queue.core.ports import EventLedger, ItemRepository, Store, Transaction
 
 __all__ = ["CommitObserver", "CommittedBatch", "ObservedStore", "Wait"]
+
+log = logging.getLogger("xmpp_queue.core.observe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,11 +179,19 @@ class _ObservedTransaction:
         try:
             await self.inner.commit()
         except BaseException:
-            self.observer.commit_failed()
+            _safely(self.observer.commit_failed)
             raise
-        batch = self.notes.batch(self.timer() - started)
-        self.notes = _Recorder()  # a second commit must not report the same events again
-        self.observer.committed(batch)
+        notes, self.notes = self.notes, _Recorder()  # a second commit reports only its own
+        _safely(lambda: self.observer.committed(notes.batch(self.timer() - started)))
+
+
+def _safely(call: Callable[[], None]) -> None:
+    """Run an observer callback; a failure there is logged, never raised: the commit
+    has happened, and raising would make the batcher run the batch a second time."""
+    try:
+        call()
+    except Exception:
+        log.exception("event=observer_failed")
 
 
 class ObservedStore:
