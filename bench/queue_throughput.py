@@ -14,6 +14,8 @@ Run from the repository root:
     python bench/queue_throughput.py                       # SQLite + PostgreSQL, window 32
     python bench/queue_throughput.py --window 32,1 --rate 500 --items 5000
     python bench/queue_throughput.py --null-only           # the baseline alone
+    python bench/queue_throughput.py --backends sqlite --rate 500 --skip-null \
+        --metrics both --repeat 3                          # the cost of [http] metrics
 Everything it starts (Prosody, components, py-spy) is stopped at the end; a global
 `--timeout` bounds the run.
 """
@@ -81,11 +83,12 @@ class Scenario:
     target: str  # null-iq | null-message | sqlite | postgresql
     window: int = 0  # closed loop: publishes outstanding
     rate: float = 0.0  # open loop: publishes per second
+    metrics: bool = False  # [http] on, /metrics scraped during the measurement
 
     @property
     def label(self) -> str:
         load = f"rate {self.rate:g}/s" if self.rate else f"window {self.window}"
-        return f"{self.target}, {load}"
+        return f"{self.target}, {load}" + (", metrics" if self.metrics else "")
 
 
 @dataclass
@@ -203,6 +206,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, prosody: PrivateProsody, workdir: Path) -> None:
         self.args, self.prosody, self.workdir = args, prosody, workdir
         self.profiles: list[Path] = []
+        self.metrics_address = ""
 
     def _client(self, user: str, resource: str) -> LightClient:
         port = self.prosody.c2s_port
@@ -216,14 +220,14 @@ class Bench:
             server = start_null_component(port, NULL_DOMAIN, SECRET, mode, tmp / "null.log")
             domain = NULL_DOMAIN
         else:
-            server = self._start_component(scenario.target, tmp)
+            server = self._start_component(scenario.target, tmp, scenario.metrics)
             domain = QUEUE_DOMAIN
         try:
             return await self._drive(scenario, domain, server, tmp)
         finally:
             server.stop()
 
-    def _start_component(self, backend: str, tmp: Path) -> Child:
+    def _start_component(self, backend: str, tmp: Path, metrics: bool = False) -> Child:
         if backend == "postgresql":
             recreate_postgres_db(PG_DB)
             url = PG_URL
@@ -237,6 +241,10 @@ class Bench:
             database_url=url,
             log_level=self.args.log_level,
         )
+        if metrics:
+            self.metrics_address = f"127.0.0.1:{free_port()}"
+            with config.open("a") as f:
+                f.write(f'\n[http]\nlisten = "{self.metrics_address}"\n')
         migrate(config, tmp / "component.log")
         return start_component(config, tmp / "component.log")
 
@@ -265,6 +273,11 @@ class Bench:
             assert self.prosody.pid is not None
             meter = CpuMeter(server.pid, self.prosody.pid)
             profiler = self._start_profiler(scenario, server, tmp)
+            scraper = (
+                asyncio.create_task(scrape(self.metrics_address, args.scrape_interval))
+                if scenario.metrics
+                else None
+            )
             sender: asyncio.Task[None] | None = None
             try:
                 if scenario.rate:
@@ -278,6 +291,10 @@ class Bench:
             finally:
                 if sender is not None:
                     sender.cancel()
+                if scraper is not None:
+                    scraper.cancel()
+                    scrapes = await asyncio.gather(scraper, return_exceptions=True)
+                    print(f"    /metrics scrapes: {scrapes[0]}", file=sys.stderr)
                 if profiler is not None:
                     self._stop_profiler(profiler)
             figures = self._figures(scenario, tracker, warm, n, only_publish, completed, meter)
@@ -365,6 +382,31 @@ class Bench:
         )
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def scrape(address: str, interval: float) -> int:
+    """GET /metrics every *interval* seconds, as Prometheus would (it scrapes every
+    15 s by default; 1 s here is the worst case). Returns how many scrapes succeeded."""
+    import aiohttp
+
+    done = 0
+    try:
+        async with aiohttp.ClientSession() as session:
+            while True:
+                async with session.get(f"http://{address}/metrics") as r:
+                    await r.read()
+                    done += r.status == 200
+                await asyncio.sleep(interval)
+    except asyncio.CancelledError:
+        return done
+
+
 def scenarios(args: argparse.Namespace) -> list[Scenario]:
     loads = [Scenario("", window=w) for w in args.window] + [
         Scenario("", rate=r) for r in args.rate
@@ -375,7 +417,8 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
         out += [Scenario("null-message", s.window, s.rate) for s in loads]
     if not args.null_only:
         for backend in args.backends:
-            out += [Scenario(backend, s.window, s.rate) for s in loads]
+            for metrics in {"off": [False], "on": [True], "both": [False, True]}[args.metrics]:
+                out += [Scenario(backend, s.window, s.rate, metrics) for s in loads]
     return out
 
 
@@ -530,6 +573,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--prosody-extra", default="", help="lines added to Prosody's config")
     p.add_argument("--repeat", type=int, default=1, help="runs per scenario (median shown)")
+    p.add_argument(
+        "--metrics",
+        choices=("off", "on", "both"),
+        default="off",
+        help="run the component with [http] and scrape /metrics during the measurement",
+    )
+    p.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes")
     p.add_argument("--log-level", default="WARNING", help="the component's [logging] level")
     p.add_argument("--profile", type=Path, default=None, help="py-spy the component into DIR")
     p.add_argument("--top", type=int, default=20, help="hot spots listed per profile")

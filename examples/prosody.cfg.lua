@@ -37,6 +37,8 @@ VirtualHost "example.org"
 
 -- The name must equal [component] jid in config.toml,
 -- and the secret [component] secret.
+component_conflict_resolve = "kick_old"
+
 Component "queue.example.org"
 	component_secret = "change-me"
 
@@ -44,7 +46,9 @@ Component "queue.example.org"
 -- * Workers send directed presence to queue.example.org; Prosody then tells the
 --   component when a worker goes offline, and the component hands its items to
 --   other workers at once instead of waiting for the lock timeout.
--- * Prosody accepts one connection per component name: a second `xmpp-queue run`
---   with the same name is refused (conflict) while the first is connected.
+-- * Prosody accepts one connection per component name. Standby processes (high
+--   availability on PostgreSQL) do not connect until they hold the lease; the
+--   setting below lets the new active process replace the stream of an old one
+--   that hung instead of being refused (conflict) until it wakes up.
 -- * A wrong secret is refused with <not-authorized/>; xmpp-queue then logs one
 --   line (event=handshake_rejected) and exits with status 1 instead of retrying.

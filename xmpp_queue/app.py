@@ -6,17 +6,20 @@ no module-level singletons, no engine at import time, so tests and the demo
 can build as many independent services as they like.
 
 Lifecycle of one term, in order: open the store, start the service (its
-commit batcher), connect the component and serve until SIGINT/SIGTERM, the
-component ends, or the lease is lost; then stop the component (no new
-stanzas), stop the service (finish the operations in flight) and close the
-store. A wrong secret is one log line (written by the component) and exit
-status 1: retrying cannot fix it, and hammering the server helps nobody.
+commit batcher), start the operations listener when ``[http]`` is configured
+(metrics, health checks, dashboard: ``xmpp_queue/http``), connect the
+component and serve until SIGINT/SIGTERM, the component ends, or the lease is
+lost; then stop the component (no new stanzas), the listener, the service
+(finish the operations in flight) and close the store. A wrong secret is one
+log line (written by the component) and exit status 1: retrying cannot fix
+it, and hammering the server helps nobody.
 
 Who serves: on PostgreSQL any number of processes may run with one config;
 each stands by until it holds the leader lease (``storage/lease.py``), serves
-one term, and stands by again if it loses the lease. On SQLite one process
-serves, guarded by a lock on the database file; a second one exits with
-status 2 and one line naming the holder.
+one term, and stands by again if it loses the lease. A standby answers
+``/healthz`` (alive) but not ``/readyz`` (it serves nothing). On SQLite one
+process serves, guarded by a lock on the database file; a second one exits
+with status 2 and one line naming the holder.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from xmpp_queue.config import Settings
+from xmpp_queue.core.observe import ObservedStore
+from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 
 if TYPE_CHECKING:
@@ -117,7 +122,13 @@ async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
     )
     try:
         while not stop.is_set():
-            if await lease.acquire(stop) is None:
+            standby = await _standby_http(settings, lease.holder)
+            try:
+                acquired = await lease.acquire(stop)
+            finally:
+                if standby is not None:
+                    await standby.stop()
+            if acquired is None:
                 break
             status = await _serve_term(settings, stop, lease)
             if status is not None:
@@ -127,6 +138,26 @@ async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
     finally:
         await lease.release()
         await lease.close()
+
+
+async def _standby_http(settings: Settings, holder: str) -> Any:
+    """While standing by, answer /healthz (alive) and /readyz (503, standby)."""
+    if settings.http is None:
+        return None
+    from xmpp_queue.http.standby import StandbyServer
+
+    server = StandbyServer(settings.http.host, settings.http.port, settings.component.jid, holder)
+    try:
+        await server.start()
+    except OSError as exc:
+        log.warning(
+            'event=http_listen_failed address=%s:%d role=standby error="%s"',
+            settings.http.host,
+            settings.http.port,
+            exc.strerror or exc,
+        )
+        return None
+    return server
 
 
 async def _serve_term(
@@ -142,14 +173,26 @@ async def _serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    store: Store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    metrics = _metrics(settings)
+    observed = None
+    if metrics is not None:
+        # Count what commits (ledger events, waits, commit times): core/observe.py.
+        store = observed = ObservedStore(store, metrics)
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
+    if metrics is not None:
+        service.on_batch_committed(metrics.batch_committed)  # batch sizes (observe.py)
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
+    ops: Any = None
     try:
         await service.start()
         component = QueueComponent(
             comp.jid, comp.secret, comp.server_host, comp.server_port, service
         )
+
+        def send_effects(effects: Any) -> Any:
+            return component.send_outcome(None, effects)
+
         # Admin commands change state too (purge, unlock ...): their notifications
         # go out through the component's ordered sender, like every other outcome.
         register_admin_commands(
@@ -157,8 +200,23 @@ async def _serve_term(
             service,
             settings.admins.jids,
             settings.database.url,
-            send_effects=lambda effects: component.send_outcome(None, effects),
+            send_effects=send_effects,
+            on_redrive=metrics.redrive_done if metrics is not None else None,
         )
+        if observed is not None:
+            try:
+                ops = await _start_http(
+                    settings, service, observed, metrics, component, send_effects
+                )
+            except OSError as exc:
+                assert settings.http is not None
+                log.error(
+                    'event=http_listen_failed address=%s:%d error="%s"',
+                    settings.http.host,
+                    settings.http.port,
+                    exc.strerror or exc,
+                )
+                return 1
         _freeze_startup_heap()
         log.info(
             "event=starting component=%s server=%s database=%s admins=%d token=%s",
@@ -172,12 +230,60 @@ async def _serve_term(
     finally:
         if keeper is not None:
             keeper.cancel()
+        if ops is not None:
+            await ops.stop()
         try:
             await service.stop()
         except Exception:  # still close the store; the operator sees why in the log
             log.exception("event=service_stop_failed component=%s", comp.jid)
         await store.close()
         log.info("event=stopped component=%s", comp.jid)
+
+
+def _metrics(settings: Settings) -> Any:
+    """The metrics object when ``[http]`` is configured (None: nothing is observed)."""
+    if settings.http is None:
+        return None
+    from xmpp_queue.http.metrics import QueueMetrics
+
+    return QueueMetrics(settings.http.max_nodes)
+
+
+async def _start_http(
+    settings: Settings,
+    service: PubSubService,
+    store: ObservedStore,
+    metrics: Any,
+    component: Any,
+    send_effects: Callable[[Any], Any],
+) -> Any:
+    """Build and start the operations listener (metrics, probes, dashboard)."""
+    from xmpp_queue.http.actions import DashboardActions
+    from xmpp_queue.http.health import HealthChecks
+    from xmpp_queue.http.server import OpsServer
+
+    http = settings.http
+    assert http is not None
+    component.add_event_handler("session_start", metrics.session_started)
+    component.add_event_handler("disconnected", metrics.disconnected)
+    health = HealthChecks(
+        connected=lambda: metrics.is_connected,
+        ping_database=lambda: store.ping(utc_now()),
+        last_commit_failed=lambda: metrics.last_commit_failed,
+    )
+    actions = DashboardActions(service, send_effects, on_redrive=metrics.redrive_done)
+    ops = OpsServer(
+        http.host,
+        http.port,
+        service,
+        metrics,
+        health,
+        actions,
+        admin_token=http.admin_token,
+        jid=settings.component.jid,
+    )
+    await ops.start()
+    return ops
 
 
 def _freeze_startup_heap() -> None:

@@ -47,16 +47,22 @@ class CommandError(Exception):
 # --- logging ---------------------------------------------------------------------------
 
 
-def configure_logging(level: str, file: Path | None = None) -> None:
+def configure_logging(level: str, file: Path | None = None, fmt: str = "text") -> None:
     """One handler on the root logger: *file* (appended) or standard error.
 
-    The format is ``time level=... logger=... message``; our own messages are
-    key=value (``event=... component=...``), one line per decision.
+    The ``text`` format is ``time level=... logger=... message``; our own messages
+    are key=value (``event=... component=...``), one line per decision. ``json``
+    writes one JSON object per line with those pairs as fields (``logjson``).
     """
     handler: logging.Handler = (
         logging.FileHandler(file, encoding="utf-8") if file else logging.StreamHandler()
     )
-    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    if fmt == "json":
+        from xmpp_queue.logjson import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
     handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for previous in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
@@ -76,7 +82,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     except ConfigError as exc:
         raise CommandError(f"config error: {exc.one_line()}", EXIT_USAGE) from None
     level = args.log_level or settings.logging.level
-    configure_logging(level.upper(), settings.logging.file)
+    configure_logging(level.upper(), settings.logging.file, settings.logging.format)
     return settings
 
 
@@ -254,11 +260,21 @@ def summary(settings: Settings) -> str:
             f"retry_delay={q.default_retry_delay}s retry_delay_max={q.default_retry_delay_max}s "
             f"max_payload_size={q.max_payload_size} bytes",
         ),
-        ("logging", f"level={lg.level} to={lg.file or 'standard error'}"),
+        ("logging", f"level={lg.level} format={lg.format} to={lg.file or 'standard error'}"),
+        ("http", _http_summary(settings)),
         ("pipeline", ", ".join(sorted(settings.pipeline)) or "not configured"),
     ]
     head = f"config OK: {settings.source}" if settings.source else "config OK"
     return "\n".join([head, *(f"  {name:<10} {value}" for name, value in rows)])
+
+
+def _http_summary(settings: Settings) -> str:
+    http = settings.http
+    if http is None:
+        return "off (no [http] table)"
+    host = f"[{http.host}]" if ":" in http.host else http.host
+    token = "admin token set" if http.admin_token else "read-only (no admin_token)"
+    return f"http://{host}:{http.port}/ ({token}, max_nodes={http.max_nodes})"
 
 
 def _check_pipeline(settings: Settings) -> None:
@@ -391,10 +407,64 @@ def _run_demo(args: argparse.Namespace) -> int:
     return int(run_demo(args))
 
 
+def _add_admin(subparsers: Any) -> None:
+    from xmpp_queue import admin_cli
+
+    admin = subparsers.add_parser(
+        "admin",
+        help="run the service's admin commands over XMPP (list, details, unlock ...)",
+        description="Run the service's XEP-0050 admin commands as an admin account. "
+        "Add --json for scripts.",
+    )
+    admin_cli.add_arguments(admin)
+    admin.set_defaults(_handler=admin_cli.run_args)
+
+
 _EXTENSIONS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "admin": ("run the service's admin commands over XMPP (list, details, unlock ...)", _add_admin),
     "pipeline": ("Spark jobs: bulk enqueue, queue-history report, ledger export", _add_pipeline),
     "demo": ("a private Prosody, the component, workers and a publisher, live", _add_demo),
 }
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """GET /healthz or /readyz of a running component; 0 if it answers 200.
+
+    For systemd (``ExecStartPost``, a health-check timer) and shell scripts: no
+    curl needed. The address is ``--url``, else ``[http] listen`` of ``-c FILE``.
+    ``--wait N`` retries for up to N seconds (a service that is still starting).
+    """
+    import time
+    import urllib.error
+    import urllib.request
+
+    if args.url:
+        base = args.url.rstrip("/")
+    else:
+        try:
+            http = load_config(args.config).http
+        except ConfigError as exc:
+            raise CommandError(f"config error: {exc.one_line()}", EXIT_USAGE) from None
+        if http is None or http.port == 0:
+            raise CommandError(
+                f"{args.config} has no [http] listen with a fixed port; give --url", EXIT_USAGE
+            )
+        host = f"[{http.host}]" if ":" in http.host else http.host
+        base = f"http://{host}:{http.port}"
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/{args.check}", timeout=5) as reply:
+                print(reply.read().decode(errors="replace").strip())
+                return EXIT_OK
+        except urllib.error.HTTPError as exc:
+            answer = f"{exc.code} {exc.read().decode(errors='replace').strip()}"
+        except (urllib.error.URLError, OSError) as exc:
+            answer = f"no answer from {base}: {getattr(exc, 'reason', exc)}"
+        if time.monotonic() >= deadline:
+            print(f"xmpp-queue: {args.check}: {answer}", file=sys.stderr)
+            return EXIT_FAILURE
+        time.sleep(1.0)
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -441,6 +511,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     check = subparsers.add_parser("check-config", help="validate the config file, print it")
     _add_config_option(check)
     check.set_defaults(_handler=cmd_check_config)
+
+    probe = subparsers.add_parser(
+        "probe", help="ask a running component's /healthz or /readyz (systemd, scripts)"
+    )
+    _add_config_option(probe)
+    probe.add_argument("check", choices=("healthz", "readyz"), help="alive, or ready to serve")
+    probe.add_argument("--url", help="http://HOST:PORT of the listener (default: from -c FILE)")
+    probe.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="retry for this long"
+    )
+    probe.set_defaults(_handler=cmd_probe)
 
     for name, (help_text, add) in _EXTENSIONS.items():
         if argv is None or command == name:

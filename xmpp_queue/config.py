@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -29,6 +30,9 @@ from xmpp_queue.core.model import NodeConfig
 
 DEFAULT_DATABASE_URL = "sqlite:///xmpp-queue.sqlite"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+DEFAULT_HTTP_PORT = 9347
+MIN_TOKEN_LENGTH = 16
 _URL_SCHEME = re.compile(r"^(?P<backend>[a-z][a-z0-9]*)(\+[a-z0-9_]+)?://", re.IGNORECASE)
 _BACKENDS = ("sqlite", "postgresql", "postgres")
 
@@ -110,10 +114,30 @@ class QueueSettings:
 
 @dataclass(frozen=True, slots=True)
 class LoggingSettings:
-    """``[logging]``: the level, and a file to append to (None: standard error)."""
+    """``[logging]``: the level, a file to append to (None: standard error), and the
+    line format: ``text`` (key=value) or ``json`` (one JSON object per line)."""
 
     level: str = "INFO"
     file: Path | None = None
+    format: str = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """``[http]``: the operations listener (metrics, health checks, dashboard).
+
+    Off unless the table is present (so a second component on the same machine
+    never fights over a port). ``host`` must be a loopback address: the listener
+    has no TLS, so remote access goes through a reverse proxy that adds it.
+    ``port`` 0 picks a free port (logged as ``event=http_listening``).
+    ``admin_token`` unlocks the dashboard's actions (None: read-only for all);
+    ``max_nodes`` bounds the per-node label values of the metrics.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_HTTP_PORT
+    admin_token: str | None = dataclasses.field(default=None, repr=False)
+    max_nodes: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +149,7 @@ class Settings:
     admins: AdminSettings = field(default_factory=AdminSettings)
     queue: QueueSettings = field(default_factory=QueueSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
+    http: HttpSettings | None = None
     pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None
 
@@ -231,6 +256,43 @@ def _log_file(key: str, value: object) -> Path:
     return Path(_string(key, value))
 
 
+def _log_format(key: str, value: object) -> str:
+    text = _string(key, value).strip().lower()
+    if text not in LOG_FORMATS:
+        raise ConfigError(key, f"expected one of {', '.join(LOG_FORMATS)}, got {_show(value)}")
+    return text
+
+
+def _listen(key: str, value: object) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``"[::1]:PORT"`` for IPv6) on a loopback address."""
+    text = _string(key, value).strip()
+    host, sep, port_text = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ConfigError(key, f"expected HOST:PORT such as 127.0.0.1:9347, got {_show(value)}")
+    if host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ConfigError(
+                key,
+                f"expected a loopback address (127.0.0.1, ::1 or localhost), got {_show(value)};"
+                " the listener has no TLS: put a reverse proxy in front for remote access",
+            )
+    return host, int(port_text)
+
+
+def _token(key: str, value: object) -> str:
+    text = _string(key, value)
+    if len(text) < MIN_TOKEN_LENGTH or any(c.isspace() for c in text):
+        raise ConfigError(
+            key, f"expected at least {MIN_TOKEN_LENGTH} characters without spaces (not shown)"
+        )
+    return text
+
+
 # --- the schema: one row per key -----------------------------------------------------
 
 Check = Callable[[str, object], Any]
@@ -252,7 +314,8 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "default_retry_delay_max": _integer(0, _SECONDS_WEEK, "seconds"),
         "max_payload_size": _integer(1, 16 * 1024 * 1024, "bytes"),
     },
-    "logging": {"level": _log_level, "file": _log_file},
+    "logging": {"level": _log_level, "file": _log_file, "format": _log_format},
+    "http": {"listen": _listen, "admin_token": _token, "max_nodes": _integer(1, 10_000)},
 }
 _REQUIRED = {"component": ("jid", "secret")}
 _PASS_THROUGH = ("pipeline",)  # validated by their own modules
@@ -298,12 +361,18 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
     if not isinstance(pipeline, dict):
         raise ConfigError("pipeline", f"expected a table [pipeline], got {_show(pipeline)}")
     admins = _section(data, "admins")
+    http = None
+    if "http" in data:
+        values = _section(data, "http")
+        host, port = values.pop("listen", ("127.0.0.1", DEFAULT_HTTP_PORT))
+        http = HttpSettings(host=host, port=port, **values)
     return Settings(
         component=ComponentSettings(**_section(data, "component")),
         database=DatabaseSettings(**_section(data, "database")),
         admins=AdminSettings(jids=admins.get("jids", frozenset())),
         queue=queue,
         logging=LoggingSettings(**_section(data, "logging")),
+        http=http,
         pipeline=MappingProxyType(dict(pipeline)),
         source=source,
     )

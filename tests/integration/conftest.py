@@ -184,8 +184,9 @@ def config_toml(
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
+    http: Mapping[str, Any] | None = None,
 ) -> str:
-    """A config.toml for the component on *server*."""
+    """A config.toml for the component on *server* (with an [http] table if *http*)."""
     sections: dict[str, Mapping[str, Any]] = {
         "component": {
             "jid": jid,
@@ -198,6 +199,8 @@ def config_toml(
         "queue": dict(queue or {}),
         "logging": {"level": log_level},
     }
+    if http is not None:
+        sections["http"] = http
     lines: list[str] = []
     for name, values in sections.items():
         lines.append(f"[{name}]")
@@ -238,6 +241,16 @@ class ComponentProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def http_base(self) -> str:
+        """``http://HOST:PORT`` of the [http] listener, read from this run's log."""
+        for line in self.run_log().splitlines():
+            if "event=http_listening" in line:
+                address = line.split("address=", 1)[1].split()[0]
+                host, _, port = address.rpartition(":")
+                host = f"[{host}]" if ":" in host else host
+                return f"http://{host}:{port}"
+        raise RuntimeError(f"no http_listening line in the log:\n{self.run_log()}")
 
     def connected(self) -> bool:
         """Whether this run has logged its connection (the handshake was accepted)."""
@@ -333,6 +346,7 @@ def make_component(
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
+    http: Mapping[str, Any] | None = None,
 ) -> ComponentProcess:
     """Write the config file of a component (not started, not migrated)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -347,6 +361,7 @@ def make_component(
             admins=admins,
             queue=queue,
             log_level=log_level,
+            http=http,
         )
     )
     return ComponentProcess(config_path, workdir / f"{stem}.log", database_url, server, jid)

@@ -18,6 +18,7 @@ runs them (``python -m xmpp_queue run -c FILE``, one config for all):
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections import Counter
@@ -172,7 +173,7 @@ async def test_a_second_process_on_one_sqlite_file_exits_2_naming_the_first(
     assert first.running and "event=stopped" not in first.run_log()
 
 
-CHAOS_TAKEOVERS = 5
+CHAOS_TAKEOVERS = int(os.environ.get("XMPP_QUEUE_CHAOS_TAKEOVERS", "5"))
 
 
 async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(

@@ -10,7 +10,7 @@ before any step, for every request of a session.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
@@ -30,10 +30,15 @@ QUEUE_FIELDS = tuple(f for f in NODE_CONFIG_FIELDS if f.queue_only)
 """The queue rows of the node configuration table (lock timeout, max deliveries ...)."""
 
 
+RedriveObserver = Callable[[str, int], None]
+"""Told (queue node, items moved) after a redrive: the metrics' redriven counter."""
+
+
 @dataclass(frozen=True, slots=True)
 class AdminContext:
     service: PubSubService
     database_url: str | None = None
+    on_redrive: RedriveObserver | None = None
 
     def now(self) -> datetime:
         return self.service.clock()

@@ -36,7 +36,7 @@ from slixmpp.plugins.xep_0030 import DiscoInfo, DiscoItems
 from slixmpp.plugins.xep_0050 import Command
 from slixmpp.xmlstream import StanzaBase
 
-from xmpp_queue.admin.base import AdminCommand, AdminContext
+from xmpp_queue.admin.base import AdminCommand, AdminContext, RedriveObserver
 from xmpp_queue.admin.errors import (
     COMMANDS_NS,
     bad_action,
@@ -89,6 +89,7 @@ def register_admin_commands(
     *,
     send_effects: EffectSender | None = None,
     session_ttl: float = 900.0,
+    on_redrive: RedriveObserver | None = None,
 ) -> None:
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
@@ -96,6 +97,7 @@ def register_admin_commands(
     registered. Notifications go through *send_effects* if given, else the
     component's ``send_effects(effects)`` or ``send_outcome(None, effects)``.
     *database_url* is shown by "Service status" with its password masked.
+    *on_redrive* is told (queue node, items moved) after each redrive (metrics).
     """
     AdminCommandSet(
         component,
@@ -104,6 +106,7 @@ def register_admin_commands(
         database_url,
         send_effects=send_effects,
         session_ttl=session_ttl,
+        on_redrive=on_redrive,
     ).install()
 
 
@@ -120,6 +123,7 @@ class AdminCommandSet:
         send_effects: EffectSender | None = None,
         session_ttl: float = 900.0,
         monotonic: Callable[[], float] = time.monotonic,
+        on_redrive: RedriveObserver | None = None,
     ) -> None:
         self.component = component
         self.jid = JID(component.boundjid.full)
@@ -127,7 +131,7 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(service, database_url)
+        context = AdminContext(service, database_url, on_redrive)
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property

@@ -126,6 +126,9 @@ class RedriveDeadLetters(AdminCommand):
         node = self.chosen_node(s, form)
         count = form.count("count", "How many", minimum=1)
         moved = s.changed(await self.service.redrive(SYSTEM, node, count))
+        if self.ctx.on_redrive is not None:
+            queues = [q.node_id for d, q in await self.dead_letter_nodes() if d.node_id == node]
+            self.ctx.on_redrive(queues[0] if queues else node, moved)
         if moved:
             s.finish(f"Moved {moved} item(s) from '{node}' back to their queue.")
         else:

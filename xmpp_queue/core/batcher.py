@@ -80,6 +80,7 @@ class CommitBatcher:
         self.on_deadlines = on_deadlines
         self.batches = 0
         self.operations = 0
+        self.on_commit: Callable[[int], None] | None = None  # core/observe.py: batch sizes
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -159,6 +160,8 @@ class CommitBatcher:
             await tx.commit()
         self.batches += 1
         self.operations += len(batch)
+        if self.on_commit is not None:
+            self.on_commit(len(batch))
         return deadline
 
     def _resolve(self, batch: list[_Pending[Any]], deadline: object) -> None:

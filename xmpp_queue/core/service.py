@@ -101,6 +101,11 @@ class PubSubService:
         """Finish the operations in flight, then stop."""
         await self._ctx.batcher.stop()
 
+    def on_batch_committed(self, listener: Callable[[int], None]) -> None:
+        """Tell *listener* the number of operations of each batch that committed
+        (the metrics' batch-size histogram)."""
+        self._ctx.batcher.on_commit = listener
+
     def on_deadline_change(self, listener: Callable[[datetime | None], None]) -> None:
         """Register the scheduler: called with the new earliest deadline after each
         batch that may have changed it."""

@@ -1,0 +1,156 @@
+"""The operations listener over the real service (memory store): metrics text,
+probes, the dashboard's JSON, the token guard and the actions."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.http.conftest import TOKEN, Ops
+from tests.unit.conftest import ALICE, BOB, OWNER, PUB
+from xmpp_queue.core.effects import ItemNotice, UnlockNotice
+from xmpp_queue.core.model import SYSTEM, Affiliation
+from xmpp_queue.core.service import PubSubService
+
+
+async def _queue(svc: PubSubService, node: str = "jobs", **config: str) -> None:
+    values = {"pubsub#queue": ["1"]} | {f"pubsub#queue_{k}": [v] for k, v in config.items()}
+    await svc.create_node(OWNER, node, values)
+    await svc.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER)])
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text)[(name, tuple(sorted(labels.items())))]
+
+
+async def test_metrics_parse_and_count_what_committed(ops: Ops) -> None:
+    svc = ops.service
+    await _queue(svc)
+    for n in range(5):
+        await svc.publish(PUB, "jobs", f"i{n}", "<x/>", 4)
+    ops.clock.advance(1.5)
+    await svc.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["2"]})
+    ops.clock.advance(0.5)
+    await svc.retract(ALICE, "jobs", "i0")
+
+    status, text = await ops.get("/metrics")
+    assert status == 200
+    overview = {r.node: r for r in await svc.queue_overview(SYSTEM)}["jobs"]
+    assert value(text, "xmpp_queue_waiting", node="jobs") == overview.backlog == 2
+    assert value(text, "xmpp_queue_in_flight", node="jobs") == overview.in_flight == 2
+    assert value(text, "xmpp_queue_dead_letters", node="jobs") == 0
+    assert value(text, "xmpp_queue_oldest_waiting_seconds", node="jobs") == 2.0
+    assert value(text, "xmpp_queue_published_total", node="jobs") == 5
+    assert value(text, "xmpp_queue_delivered_total", node="jobs") == 3
+    assert value(text, "xmpp_queue_acked_total", node="jobs") == 1
+    # publish -> first delivery: two items waited 1.5 s, the third 2.0 s
+    assert value(text, "xmpp_queue_publish_to_delivery_seconds_count", node="jobs") == 3
+    assert value(text, "xmpp_queue_publish_to_delivery_seconds_sum", node="jobs") == 5.0
+    assert value(text, "xmpp_queue_delivery_to_ack_seconds_sum", node="jobs") == 0.5
+    assert value(text, "xmpp_queue_commit_batch_operations_count") >= 1
+    assert value(text, "xmpp_queue_commit_seconds_count") >= 1
+    assert value(text, "xmpp_queue_xmpp_connected") == 0
+    assert ("process_cpu_seconds_total", ()) in samples(text)
+
+
+async def test_node_labels_past_the_limit_fold_into_other(ops: Ops) -> None:
+    svc = ops.service
+    ops.metrics.labels.max_nodes = 2
+    for node in ("a", "b", "c", "d"):
+        await _queue(svc, node)
+        await svc.publish(PUB, node, "x", "<x/>", 4)
+    _, text = await ops.get("/metrics")
+    assert value(text, "xmpp_queue_published_total", node="a") == 1
+    assert value(text, "xmpp_queue_published_total", node="b") == 1
+    assert value(text, "xmpp_queue_published_total", node="_other") == 2
+    assert value(text, "xmpp_queue_waiting", node="_other") == 2
+    assert value(text, "xmpp_queue_metrics_nodes_folded") == 2
+    labels = {dict(k[1]).get("node") for k in samples(text) if k[0] == "xmpp_queue_waiting"}
+    assert labels == {"a", "b", "_other"}
+
+
+async def test_probes(ops: Ops) -> None:
+    assert (await ops.get("/healthz"))[0] == 200
+    status, body = await ops.get("/readyz")
+    assert status == 503 and "not connected" in body  # no XMPP session in this test
+    ops.metrics.session_started()
+    status, body = await ops.get("/readyz")
+    assert status == 200, body
+    ops.metrics.commit_failed()
+    status, body = await ops.get("/readyz")
+    assert status == 503 and "last commit failed" in body
+
+
+async def test_pages_and_json(ops: Ops) -> None:
+    await _queue(ops.service)
+    await ops.service.publish(PUB, "jobs", "i1", "<x/>", 4)
+    status, html = await ops.get("/")
+    assert status == 200 and "/static/app.js" in html
+    assert (await ops.get("/static/app.js"))[0] == 200
+    assert (await ops.get("/static/../config.py"))[0] == 404
+    status, text = await ops.get("/api/queue?node=jobs")
+    assert status == 200 and '"waiting": 1' in text
+    assert (await ops.get("/api/queue?node=nope"))[0] == 404
+
+
+async def test_a_refused_action_changes_nothing(ops: Ops) -> None:
+    svc = ops.service
+    await _queue(svc)
+    await svc.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    await svc.publish(PUB, "jobs", "i1", "<x/>", 4)
+    before = await svc.queue_details(SYSTEM, "jobs")
+    for token in (None, "wrong-token-wrong-token", TOKEN[:-1]):
+        for action, body in (
+            ("unlock", {"node": "jobs", "item": "i1"}),
+            ("purge", {"node": "jobs", "confirm": True}),
+        ):
+            status, reply = await ops.post(f"/api/actions/{action}", body, token)
+            assert status in (401, 403), reply
+    after = await svc.queue_details(SYSTEM, "jobs")
+    assert [(i.item_id, i.locked_by) for i in after.locks] == [
+        (i.item_id, i.locked_by) for i in before.locks
+    ]
+    assert after.backlog == before.backlog
+    assert ops.sent == []
+
+
+async def test_unlock_moves_the_item_to_another_worker(ops: Ops) -> None:
+    svc = ops.service
+    await _queue(svc)
+    await svc.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    await svc.publish(PUB, "jobs", "i1", "<x/>", 4)
+    await svc.subscribe(BOB, "jobs", BOB.jid, {"pubsub#queue_requests": ["1"]})
+    status, reply = await ops.post("/api/actions/unlock", {"node": "jobs", "item": "i1"}, TOKEN)
+    assert status == 200 and reply["count"] == 1, reply
+    locks = (await svc.queue_details(SYSTEM, "jobs")).locks
+    assert [(i.item_id, i.lock_jid) for i in locks] == [("i1", BOB.jid)]
+    assert any(isinstance(e, UnlockNotice) and e.to == ALICE.jid for e in ops.sent)
+    assert any(isinstance(e, ItemNotice) and e.to == BOB.jid for e in ops.sent)
+    _, text = await ops.get("/metrics")
+    assert value(text, "xmpp_queue_unlocked_total", node="jobs") == 1
+
+
+async def test_purge_needs_confirmation_and_redrive_counts(ops: Ops) -> None:
+    svc = ops.service
+    await _queue(svc, max_deliveries="1")
+    await svc.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    await svc.publish(PUB, "jobs", "i1", "<x/>", 4)
+    await svc.unlock(ALICE, "jobs", "i1")  # past max_deliveries: dead-lettered
+    status, _ = await ops.post("/api/actions/purge", {"node": "jobs"}, TOKEN)
+    assert status == 400
+    await svc.unsubscribe(ALICE, "jobs", ALICE.jid)
+    status, reply = await ops.post("/api/actions/redrive", {"node": "jobs"}, TOKEN)
+    assert status == 200 and reply["count"] == 1, reply
+    _, text = await ops.get("/metrics")
+    assert value(text, "xmpp_queue_redriven_total", node="jobs") == 1
+    assert value(text, "xmpp_queue_dead_lettered_total", node="jobs") == 1
+    status, reply = await ops.post("/api/actions/purge", {"node": "jobs", "confirm": True}, TOKEN)
+    assert status == 200 and reply["count"] == 1
+    assert (await svc.queue_details(SYSTEM, "jobs")).backlog == 0

@@ -1,0 +1,145 @@
+"""What the dashboard and ``/metrics`` read: the queues, one queue, its dead letters.
+
+Every figure comes from the service's admin reads (``queue_overview``,
+``queue_details``, ``get_items``) made as the system actor, exactly as the
+XEP-0050 "Queue overview" and "Queue details" commands make them, so the web
+page, the scrape and ``xmpp-queue admin list`` never disagree.
+
+The overview is cached for ``max_age`` seconds and shared by concurrent
+requests: several open dashboards and a scraper then cost one read, not one
+each (each read is an operation of the commit batcher, in line with the
+publishes and acks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from xmpp_queue.core.errors import NodeNotFound
+from xmpp_queue.core.model import SYSTEM, Item
+from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.reports import QueueDetails, QueueSummary
+from xmpp_queue.core.service import PubSubService
+
+MAX_ROWS = 200
+"""Locks and dead letters shown on a queue's page (the counts are always exact)."""
+
+
+class OverviewCache:
+    """``queue_overview`` at most once per ``max_age`` seconds, shared by callers."""
+
+    def __init__(
+        self,
+        service: PubSubService,
+        max_age: float = 0.5,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._service = service
+        self._max_age = max_age
+        self._monotonic = monotonic
+        self._rows: list[QueueSummary] = []
+        self._at = float("-inf")
+        self._pending: asyncio.Future[list[QueueSummary]] | None = None
+
+    async def rows(self, fresh: bool = False) -> list[QueueSummary]:
+        if not fresh and self._monotonic() - self._at < self._max_age:
+            return self._rows
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._service.queue_overview(SYSTEM))
+        pending = self._pending
+        try:
+            rows = await asyncio.shield(pending)
+        finally:
+            if self._pending is pending and pending.done():
+                self._pending = None
+        self._rows, self._at = rows, self._monotonic()
+        return rows
+
+
+def _seconds(later: datetime, earlier: datetime | None) -> float | None:
+    return None if earlier is None else round((later - earlier).total_seconds(), 3)
+
+
+def summary_json(row: QueueSummary) -> dict[str, Any]:
+    return {
+        "node": row.node,
+        "waiting": row.backlog,
+        "in_flight": row.in_flight,
+        "subscribers": row.subscribers,
+        "oldest_waiting_seconds": row.oldest_waiting_seconds,
+        "dead_letters": row.dead_letters,
+        "acks_last_hour": row.acks_last_hour,
+        "redeliveries_last_hour": row.redeliveries_last_hour,
+    }
+
+
+def lock_json(item: Item, now: datetime) -> dict[str, Any]:
+    return {
+        "item": item.item_id,
+        "holder": item.lock_jid,
+        "subid": item.locked_by,
+        "locked_seconds": _seconds(now, item.locked_at),
+        "deadline_in_seconds": (
+            None if item.lock_expires_at is None else _seconds(item.lock_expires_at, now)
+        ),
+        "deliveries": item.deliveries,
+    }
+
+
+def dead_letter_json(item: Item) -> dict[str, Any]:
+    h = item.headers
+    return {
+        "item": item.item_id,
+        "origin_item": h.get("origin-item", item.item_id),
+        "deliveries": int(h["deliveries"]) if h.get("deliveries", "").isdigit() else None,
+        "reason": h.get("reason"),
+        "dead_lettered_at": h.get("dead-lettered-at"),
+        "size": item.payload_size,
+    }
+
+
+def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
+    c = d.config
+    return {
+        "node": d.node,
+        "title": c.title,
+        "waiting": d.backlog,
+        "in_flight": len(d.locks),
+        "config": {
+            "lock_timeout": c.queue_lock_timeout,
+            "max_deliveries": c.queue_max_deliveries,
+            "retry_delay": c.queue_retry_delay,
+            "retry_delay_max": c.queue_retry_delay_max,
+            "dead_letter": dead_letter_node(d.node, c),
+        },
+        "subscribers": [
+            {
+                "jid": load.subscription.jid,
+                "subid": load.subscription.subid,
+                "state": str(load.subscription.state),
+                "queue_requests": load.subscription.queue_requests,
+                "in_flight": load.in_flight,
+                "idle_seconds": _seconds(now, load.subscription.last_activity),
+            }
+            for load in d.subscribers
+        ],
+        "locks": [lock_json(i, now) for i in sorted(d.locks, key=lambda i: i.seq)[:MAX_ROWS]],
+    }
+
+
+async def queue_page(service: PubSubService, node: str) -> dict[str, Any]:
+    """One queue: configuration, subscribers, locks and its dead letters (newest last)."""
+    details = await service.queue_details(SYSTEM, node)
+    out = details_json(details, service.clock())
+    target = out["config"]["dead_letter"]
+    try:
+        page = await service.get_items(SYSTEM, target, max_items=MAX_ROWS)
+    except NodeNotFound:
+        out["dead_letters"] = []
+    else:
+        out["dead_letters"] = [dead_letter_json(i) for i in page.items]
+    return out

@@ -1,0 +1,301 @@
+// xmpp-queue dashboard: polls the JSON API once a second and redraws.
+// Node names, JIDs and item ids come from users: they are only ever set as
+// textContent, never as HTML. The admin token lives in this tab's sessionStorage
+// and travels in the Authorization header, never in a URL.
+"use strict";
+
+const POLL_MS = 1000;
+const TOKEN_KEY = "xmpp-queue-admin-token";
+let adminActions = false;
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else if (k === "onclick") e.addEventListener("click", v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function token() { return sessionStorage.getItem(TOKEN_KEY); }
+function isAdmin() { return adminActions && token() !== null; }
+
+function duration(s) {
+  if (s === null || s === undefined) return "–";
+  const neg = s < 0; s = Math.abs(s);
+  let out;
+  if (s < 60) out = `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  else if (s < 3600) out = `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  else out = `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return neg ? `${out} ago` : out;
+}
+
+function sparkline(rates, big) {
+  const ns = "http://www.w3.org/2000/svg";
+  const w = 300, h = big ? 120 : 48;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const series = [["published", "#2f6fdf"], ["acked", "#16a34a"]];
+  const all = series.flatMap(([k]) => rates[k] || []);
+  const max = Math.max(1, ...all);
+  for (const [k, color] of series) {
+    const values = rates[k] || [];
+    if (values.length < 2) continue;
+    const step = w / (values.length - 1);
+    const pts = values.map((v, i) => `${(i * step).toFixed(1)},${(h - 2 - (v / max) * (h - 6)).toFixed(1)}`);
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", pts.join(" "));
+    line.setAttribute("fill", "none");
+    line.setAttribute("stroke", color);
+    line.setAttribute("stroke-width", big ? "2" : "1.5");
+    line.setAttribute("vector-effect", "non-scaling-stroke");
+    line.setAttribute("class", `series-${k}`);
+    svg.append(line);
+  }
+  return svg;
+}
+
+function last(values) { return values && values.length ? values[values.length - 1] : 0; }
+
+function legend(rates) {
+  return el("div", { class: "legend" },
+    el("span", { class: "p" }, `■ published ${last(rates.published)}/s`), "  ",
+    el("span", { class: "a" }, `■ acked ${last(rates.acked)}/s`),
+    `  (max ${Math.max(0, ...(rates.published || []), ...(rates.acked || []))}/s over the last ${Math.max(0, (rates.acked || []).length)} samples)`);
+}
+
+function stat(key, label, value) {
+  return el("div", { class: `stat ${key}`, "data-key": key },
+    el("div", { class: "v" }, value), el("div", { class: "k" }, label));
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ "Accept": "application/json" }, options.headers || {});
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+  return body;
+}
+
+async function act(action, body) {
+  return api(`/api/actions/${action}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Authorization": `Bearer ${token()}` },
+    body: JSON.stringify(body),
+  });
+}
+
+function showError(message) {
+  const e = document.getElementById("error");
+  e.hidden = !message;
+  e.textContent = message || "";
+}
+
+function showMessage(message) {
+  const m = document.getElementById("message");
+  if (!m) return;
+  m.hidden = !message;
+  m.textContent = message || "";
+}
+
+function header(data) {
+  document.getElementById("service").textContent = data.service || "";
+  const c = document.getElementById("connection");
+  c.textContent = data.connected ? "XMPP connected" : "XMPP disconnected";
+  c.className = `badge ${data.connected ? "ok" : "bad"}`;
+  adminActions = Boolean(data.admin_actions);
+  const signedIn = isAdmin();
+  document.getElementById("signin").hidden = signedIn || !adminActions;
+  document.getElementById("admin").hidden = !signedIn;
+  for (const e of document.querySelectorAll(".admin-only")) e.hidden = !signedIn;
+}
+
+// --- the overview -----------------------------------------------------------------------
+
+function queueCard(q) {
+  const link = el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node);
+  return el("div", { class: "card queue", "data-node": q.node },
+    el("h3", {}, link),
+    el("div", { class: "stats" },
+      stat("waiting", "waiting", q.waiting),
+      stat("in-flight", "in flight", q.in_flight),
+      stat("dead-letters", "dead letters", q.dead_letters),
+      stat("oldest", "oldest waiting", duration(q.oldest_waiting_seconds)),
+      stat("subscribers", "subscribers", q.subscribers),
+      stat("acks", "acks (1 h)", q.acks_last_hour),
+      stat("redeliveries", "redeliveries (1 h)", q.redeliveries_last_hour)),
+    el("div", { class: "chart" }, sparkline(q.rates, false)),
+    legend(q.rates));
+}
+
+async function refreshOverview() {
+  const data = await api("/api/queues");
+  header(data);
+  const box = document.getElementById("queues");
+  box.replaceChildren(...data.queues.map(queueCard));
+  const waiting = data.queues.reduce((n, q) => n + q.waiting, 0);
+  const inFlight = data.queues.reduce((n, q) => n + q.in_flight, 0);
+  document.getElementById("summary").textContent =
+    `${data.queues.length} queue(s): ${waiting} waiting, ${inFlight} in flight.`;
+}
+
+// --- one queue --------------------------------------------------------------------------
+
+// Rows are kept by key and updated in place, so a button under the pointer is not
+// replaced between press and release by the next poll.
+function syncRows(selector, list, spec) {
+  const body = document.querySelector(`${selector} tbody`);
+  if (!list.length) {
+    body.replaceChildren(el("tr", {}, el("td", { class: "empty", colSpan: spec.columns }, spec.empty)));
+    return;
+  }
+  const existing = new Map();
+  for (const tr of body.querySelectorAll("tr[data-key]")) existing.set(tr.dataset.key, tr);
+  const admin = String(isAdmin());
+  const wanted = list.map((x) => {
+    const key = spec.key(x);
+    let tr = existing.get(key);
+    const texts = spec.texts(x);
+    if (!tr || tr.dataset.admin !== admin) {
+      tr = el("tr", { class: spec.rowClass, "data-key": key, "data-admin": admin });
+      if (spec.attr) tr.setAttribute(spec.attr, key);
+      texts.forEach((_, i) => tr.append(el("td", { class: (spec.cellClasses || [])[i] || "" })));
+      if (spec.action && isAdmin()) tr.append(el("td", {}, spec.action(x)));
+    }
+    texts.forEach((t, i) => {
+      const text = String(t);
+      if (tr.children[i].textContent !== text) tr.children[i].textContent = text;
+    });
+    return tr;
+  });
+  const same = wanted.length === body.children.length && wanted.every((tr, i) => body.children[i] === tr);
+  if (!same) body.replaceChildren(...wanted);
+}
+
+function lockSpec(node) {
+  return {
+    columns: 6, empty: "no item is locked", rowClass: "lock", attr: "data-item",
+    key: (l) => l.item,
+    cellClasses: ["item", "holder", "locked", "deadline", "deliveries"],
+    texts: (l) => [l.item, l.holder || "–", duration(l.locked_seconds),
+      l.deadline_in_seconds === null ? "–" : `in ${duration(l.deadline_in_seconds)}`, l.deliveries],
+    action: (l) => el("button", {
+      class: "unlock", type: "button", onclick: () => run("unlock", { node, item: l.item }),
+    }, "Unlock"),
+  };
+}
+
+const SUBSCRIBER_SPEC = {
+  columns: 5, empty: "no subscriber", rowClass: "subscriber", attr: "data-subid",
+  key: (sub) => sub.subid,
+  cellClasses: ["jid", "window", "in-flight", "idle", "muted"],
+  texts: (sub) => [sub.jid, sub.queue_requests ?? "–", sub.in_flight, duration(sub.idle_seconds), sub.subid],
+};
+
+const DEAD_SPEC = {
+  columns: 5, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
+  key: (d) => d.item,
+  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.dead_lettered_at || "–", d.size],
+};
+
+async function run(action, body) {
+  try {
+    const result = await act(action, body);
+    showMessage(`${result.action}: ${result.message}`);
+    showError("");
+  } catch (e) {
+    showError(`${action} refused: ${e.message}`);
+  }
+  await refreshQueue();
+}
+
+async function refreshQueue() {
+  const node = new URLSearchParams(location.search).get("node") || "";
+  const [overview, q] = await Promise.all([
+    api("/api/queues"),
+    api(`/api/queue?node=${encodeURIComponent(node)}`),
+  ]);
+  header(overview);
+  document.title = `xmpp-queue: ${q.node}`;
+  document.getElementById("title").textContent = q.title ? `${q.node} (${q.title})` : q.node;
+  const s = q.summary || {};
+  document.getElementById("figures").replaceChildren(
+    stat("waiting", "waiting", q.waiting),
+    stat("in-flight", "in flight", q.in_flight),
+    stat("dead-letters", "dead letters", s.dead_letters ?? "–"),
+    stat("oldest", "oldest waiting", duration(s.oldest_waiting_seconds)),
+    stat("acks", "acks (1 h)", s.acks_last_hour ?? "–"),
+    stat("redeliveries", "redeliveries (1 h)", s.redeliveries_last_hour ?? "–"));
+  document.getElementById("chart").replaceChildren(sparkline(q.rates, true));
+  document.getElementById("chart-legend").replaceChildren(legend(q.rates));
+  document.getElementById("lock-count").textContent = `(${q.in_flight})`;
+  syncRows("#locks", q.locks, lockSpec(q.node));
+  syncRows("#subscribers", q.subscribers, SUBSCRIBER_SPEC);
+  document.getElementById("dead-count").textContent = `(${s.dead_letters ?? q.dead_letters.length})`;
+  document.getElementById("dead-node").textContent = `in node ${q.config.dead_letter}`;
+  syncRows("#dead", q.dead_letters, DEAD_SPEC);
+  const c = q.config;
+  document.getElementById("config").textContent =
+    `lock timeout ${c.lock_timeout} s · max deliveries ${c.max_deliveries || "no limit"} · ` +
+    `retry delay ${c.retry_delay} s (max ${c.retry_delay_max} s)`;
+}
+
+// --- sign in ----------------------------------------------------------------------------
+
+function setUpSignIn(refresh) {
+  document.getElementById("signin").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = document.getElementById("token");
+    const candidate = input.value.trim();
+    input.value = "";
+    try {
+      await api("/api/token", { method: "POST", headers: { "Authorization": `Bearer ${candidate}` } });
+      sessionStorage.setItem(TOKEN_KEY, candidate);
+      showError("");
+    } catch (e) {
+      showError(`sign-in refused: ${e.message}`);
+    }
+    await refresh();
+  });
+  document.getElementById("signout").addEventListener("click", async () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    await refresh();
+  });
+  const purge = document.getElementById("purge");
+  if (purge) {
+    purge.addEventListener("click", () => {
+      const node = new URLSearchParams(location.search).get("node");
+      if (confirm(`Remove every item of '${node}'? This cannot be undone.`)) {
+        run("purge", { node, confirm: true });
+      }
+    });
+  }
+  const redrive = document.getElementById("redrive");
+  if (redrive) {
+    redrive.addEventListener("click", () => {
+      run("redrive", { node: new URLSearchParams(location.search).get("node") });
+    });
+  }
+}
+
+function start() {
+  const page = document.body.dataset.page;
+  const refresh = page === "queue" ? refreshQueue : refreshOverview;
+  setUpSignIn(refresh);
+  const tick = async () => {
+    try {
+      await refresh();
+      if (page === "overview") showError("");
+    } catch (e) {
+      showError(`cannot load: ${e.message}`);
+    }
+    setTimeout(tick, POLL_MS);
+  };
+  tick();
+}
+
+start();
