@@ -157,6 +157,11 @@ async def _standby_http(settings: Settings, holder: str) -> Any:
             exc.strerror or exc,
         )
         return None
+    log.info(
+        "event=http_listening address=%s:%d role=standby",
+        settings.http.host,
+        server.bound_port,
+    )
     return server
 
 

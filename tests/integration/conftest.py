@@ -243,8 +243,9 @@ class ComponentProcess:
             )
 
     def http_base(self) -> str:
-        """``http://HOST:PORT`` of the [http] listener, read from this run's log."""
-        for line in self.run_log().splitlines():
+        """``http://HOST:PORT`` of the [http] listener, read from this run's log (the
+        latest: a standby's listener gives way to the active one's)."""
+        for line in reversed(self.run_log().splitlines()):
             if "event=http_listening" in line:
                 address = line.split("address=", 1)[1].split()[0]
                 host, _, port = address.rpartition(":")

@@ -43,8 +43,8 @@ LEASE = 2  # seconds: short, so a paused process is replaced quickly in tests
 TAKEOVER_BOUND = 5.0  # the documented target, kill to the first answered publish
 
 
-def _cluster(server: object, url: str, tmp_path: Path) -> Cluster:
-    base = make_component(server, url, tmp_path / "cluster")  # type: ignore[arg-type]
+def _cluster(server: object, url: str, tmp_path: Path, **options: object) -> Cluster:
+    base = make_component(server, url, tmp_path / "cluster", **options)  # type: ignore[arg-type]
     text = base.config_path.read_text().replace(
         f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
     )
@@ -155,6 +155,41 @@ async def test_a_paused_active_is_fenced_and_stands_by_when_it_resumes(
         published = Counter(item for kind, item, _ in rows if kind == "published")
         assert set(published) == {"before", "during", "after"}
         assert cluster.active() is new
+    finally:
+        await cluster.stop()
+
+
+async def test_a_standby_is_alive_but_not_ready_and_the_active_is_ready(
+    prosody, pg_database, tmp_path
+) -> None:
+    """So a supervisor restarts neither, and a balancer routes to the active one."""
+    import aiohttp
+
+    cluster = _cluster(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
+    try:
+        active = cluster.add()
+        await cluster.wait_active()
+        standby = cluster.add()
+        await cluster.wait_standing_by(standby)
+        await wait_until(lambda: "event=http_listening" in standby.run_log(), 10, "listener")
+        async with aiohttp.ClientSession() as http:
+
+            async def get(proc: object, path: str) -> tuple[int, dict[str, object]]:
+                async with http.get(proc.http_base() + path) as response:  # type: ignore[attr-defined]
+                    return response.status, await response.json()
+
+            assert (await get(standby, "/healthz"))[0] == 200
+            status, body = await get(standby, "/readyz")
+            assert status == 503 and body["role"] == "standby"
+            assert (await get(active, "/readyz"))[0] == 200
+            cluster.kill(active)
+            assert await cluster.wait_active() is standby
+            await wait_until(
+                lambda: "admin_actions" in standby.run_log().rsplit("role=standby", 1)[-1],
+                10,
+                "the active listener",
+            )
+            assert (await get(standby, "/readyz"))[0] == 200  # now it serves
     finally:
         await cluster.stop()
 

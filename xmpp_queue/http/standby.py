@@ -23,6 +23,7 @@ STANDBY_METRICS = (
 class StandbyServer:
     def __init__(self, host: str, port: int, jid: str, holder: str) -> None:
         self.host, self.port, self.jid, self.holder = host, port, jid, holder
+        self.bound_port = port  # the port actually bound (port 0: any free one)
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -30,9 +31,10 @@ class StandbyServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        self.bound_port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
         if self._runner is not None:
