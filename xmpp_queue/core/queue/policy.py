@@ -20,7 +20,7 @@ from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
 from xmpp_queue.core.context import ServiceContext
-from xmpp_queue.core.effects import PurgeNotice, RetractNotice, UnlockNotice
+from xmpp_queue.core.effects import PurgeNotice, RetractNotice, UnlockNotice, headline
 from xmpp_queue.core.errors import (
     BadRequest,
     InvalidNodeConfig,
@@ -141,14 +141,27 @@ class QueuePolicy:
             # XEP-0254 §2.3: only the holder hears of it (also when a publisher
             # removed an item someone was working on).
             subids = (item.locked_by,) if item.locked_by else ()
-            work.effects.append(RetractNotice(holder, node.node_id, (item_id,), subids, queue=True))
+            work.effects.append(
+                RetractNotice(
+                    holder,
+                    node.node_id,
+                    (item_id,),
+                    subids,
+                    queue=True,
+                    headline=headline(node.config),
+                )
+            )
             work.deadlines_changed = True
 
     async def _tell_holders(self, work: Work, node: Node, reason: str) -> None:
         """Purge/delete: every lock holder hears that its item is gone."""
         for item in await work.tx.items.locked(node.node_id):
             if item.lock_jid:
-                work.effects.append(UnlockNotice(item.lock_jid, node.node_id, item.item_id, reason))
+                work.effects.append(
+                    UnlockNotice(
+                        item.lock_jid, node.node_id, item.item_id, reason, headline(node.config)
+                    )
+                )
 
     async def purge(self, work: Work, node: Node) -> int:
         await self._tell_holders(work, node, "purged")
@@ -156,7 +169,7 @@ class QueuePolicy:
         for item in removed:
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
         work.effects.extend(
-            PurgeNotice(j, node.node_id, queue=True)
+            PurgeNotice(j, node.node_id, queue=True, headline=headline(node.config))
             for j in await subscriber_jids(work.tx, node.node_id)
         )
         work.deadlines_changed = True
