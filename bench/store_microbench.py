@@ -47,6 +47,7 @@ from xmpp_queue.core.effects import Effect, ItemNotice
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.engine import is_sqlite, make_engine
 from xmpp_queue.storage.migrations import upgrade
 
@@ -89,7 +90,10 @@ async def run(
     await reset(url)
     store = await open_store(kind, url)
     service = PubSubService(
-        store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+        store,
+        lambda: datetime.now(UTC),
+        lambda: uuid.uuid4().hex,
+        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
     )
     await service.start()
     owner = Actor("owner@example.org/bench")
@@ -104,7 +108,10 @@ async def run(
             await store.close()
             store = await open_store(kind, url)
             service = PubSubService(
-                store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+                store,
+                lambda: datetime.now(UTC),
+                lambda: uuid.uuid4().hex,
+                ServiceSettings(access=ServiceAccess.for_domain("example.org")),
             )
             await service.start()
     total = items + backlog

@@ -24,6 +24,7 @@ from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 SERVICE = "queue.example.org"
@@ -284,7 +285,11 @@ def new_service(clock: FakeClock) -> PubSubService:
         StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
-        ServiceSettings(default_config=NodeConfig(), admins=frozenset()),
+        ServiceSettings(
+            default_config=NodeConfig(),
+            admins=frozenset(),
+            access=ServiceAccess.for_domain("example.org"),
+        ),
     )
 
 

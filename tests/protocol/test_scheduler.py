@@ -13,6 +13,7 @@ from tests.protocol.conftest import FakeClock
 from xmpp_queue.core.effects import Effect, UnlockNotice
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp.scheduler import RETRY_AFTER_FAILURE, DeadlineScheduler
 
 OWNER = Actor("owner@example.org/desk")
@@ -54,7 +55,10 @@ async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
 
     counter = itertools.count(1)
     svc = PubSubService(
-        StateStore.in_memory(), clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+        StateStore.in_memory(),
+        clock,
+        lambda: f"id{next(counter)}",
+        ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
     )
     await svc.start()
     yield svc

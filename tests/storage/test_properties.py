@@ -54,6 +54,7 @@ from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 from .conftest import SQL_BACKENDS
@@ -119,7 +120,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.store,
             self.clock,
             lambda: f"sub{next(self.subids)}",
-            ServiceSettings(admins=frozenset({ADMIN.bare})),
+            ServiceSettings(
+                admins=frozenset({ADMIN.bare}), access=ServiceAccess.for_domain("example.org")
+            ),
         )
         self.run(service.start())
         return service
