@@ -247,8 +247,13 @@ async def make_queue(s: Stream, node: str = "jobs", **config: str) -> None:
         "set",
         OWNER,
         pubsub(
+            # A new queue is whitelisted: the owner names the publisher and workers.
             f"<affiliations node='{node}'>"
-            f"<affiliation jid='pub@example.org' affiliation='publisher'/></affiliations>",
+            f"<affiliation jid='pub@example.org' affiliation='publisher'/>"
+            f"<affiliation jid='alice@example.org' affiliation='member'/>"
+            f"<affiliation jid='bob@example.org' affiliation='member'/>"
+            f"<affiliation jid='carol@example.org' affiliation='member'/>"
+            f"<affiliation jid='workerbee237@example.org' affiliation='member'/></affiliations>",
             OWNER_NS,
         ),
     )

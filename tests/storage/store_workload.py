@@ -19,6 +19,7 @@ import uuid
 from datetime import UTC, datetime
 
 from xmpp_queue.core.effects import Effect, ItemNotice
+from xmpp_queue.core.limits import Limits
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
@@ -40,7 +41,11 @@ async def main(url: str) -> None:
         store,
         lambda: datetime.now(UTC),
         lambda: uuid.uuid4().hex,
-        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
+        # Full speed on purpose: this measures durability under load, not the
+        # per-JID publish rate ([limits] publish_rate), so the rate is off here.
+        ServiceSettings(
+            access=ServiceAccess.for_domain("example.org"), limits=Limits(publish_rate=0)
+        ),
     )
     await service.start()
     tasks: set[asyncio.Task[None]] = set()

@@ -158,8 +158,13 @@ class QueueMachine(RuleBasedStateMachine):
             "pubsub#queue_max_deliveries": [max_deliveries],
         }
         self.run(self.service.create_node(OWNER, QUEUE, config))
+        # A new queue is whitelisted: the owner names its publisher and workers.
+        # (STRANGER is outside the service's users: everything it asks is refused.)
+        members = [(w.bare, Affiliation.MEMBER) for w in WORKERS]
         self.run(
-            self.service.set_node_affiliations(OWNER, QUEUE, [(PUB.bare, Affiliation.PUBLISHER)])
+            self.service.set_node_affiliations(
+                OWNER, QUEUE, [(PUB.bare, Affiliation.PUBLISHER), *members]
+            )
         )
 
     # --- rules ---------------------------------------------------------------------------

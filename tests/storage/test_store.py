@@ -564,8 +564,12 @@ async def _prepare_queue(url: str) -> None:
     try:
         owner = Actor("owner@example.org/test")
         await service.create_node(owner, "q", {"pubsub#queue": ["1"]})
-        for n in range(4):
-            worker = Actor(f"w{n}@example.org/r")
+        workers = [Actor(f"w{n}@example.org/r") for n in range(4)]
+        # A new queue is whitelisted: the owner makes its workers members.
+        await service.set_node_affiliations(
+            owner, "q", [(w.bare, Affiliation.MEMBER) for w in workers]
+        )
+        for worker in workers:
             await service.subscribe(worker, "q", worker.jid, {"pubsub#queue_requests": ["8"]})
     finally:
         await service.stop()

@@ -31,9 +31,7 @@ async def queue(service: PubSubService, node: str = "jobs", **config: str) -> st
     await service.create_node(OWNER, node, values)
     # A new queue is whitelisted: its owner names the publisher and the workers.
     workers = [(a.bare, Affiliation.MEMBER) for a in (ALICE, BOB, CAROL)]
-    await service.set_node_affiliations(
-        OWNER, node, [(PUB.bare, Affiliation.PUBLISHER), *workers]
-    )
+    await service.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER), *workers])
     return node
 
 

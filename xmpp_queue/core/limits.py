@@ -7,7 +7,7 @@ written, with an error that says which limit and how to get past it, and admins
 (and the service itself) are not bound by the per-JID ones.
 
 - ``max_nodes_per_jid``: nodes one bare JID created and that still exist
-  (``NodeQuotaExceeded``: policy-violation).
+  (``NodeQuotaExceeded``: not-allowed).
 - ``max_queue_items``: the ceiling of ``pubsub#max_items`` on queue nodes and the
   default of new queues; a queue past it refuses a publish (``NodeFull``:
   conflict + node-full, XEP-0060 §7.1.3 "Node is full"); nothing is dropped.

@@ -19,9 +19,10 @@ Choices where the specs leave room:
 - ``ServiceAccessDenied`` (a requester outside ``[access] users``) is forbidden
   for every pubsub request and service-unavailable for disco#info/#items: a
   stranger learns neither which nodes nor which features live here.
-- ``NodeQuotaExceeded`` is policy-violation (a local quota, retrying will not
-  help); ``PublishRateExceeded`` is resource-constraint type wait (retry later;
-  the text says when).
+- ``NodeQuotaExceeded`` is not-allowed, type cancel: a quota, retrying will
+  not help (RFC 6120's policy-violation fits too, but slixmpp cannot render it).
+  ``PublishRateExceeded`` is resource-constraint, type wait: retry later; the
+  text says when.
 - ``QueueConfigurationRequired`` needs more than an ``<error/>``: XEP-0254 §2.1's
   reply carries the subscribe request and the options form to fill in, so this
   module builds whole replies rather than raising slixmpp's ``XMPPError``.
@@ -149,7 +150,7 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
     ItemLockedByOther: ErrorRow("cancel", "conflict"),  # XEP-0254 §2.3/§2.4
     NotLockHolder: ErrorRow("wait", "unexpected-request"),  # XEP-0254 §2.3/§2.4
     # limits per JID ([limits])
-    NodeQuotaExceeded: ErrorRow("cancel", "policy-violation"),  # RFC 6120 §8.3.3.12
+    NodeQuotaExceeded: ErrorRow("cancel", "not-allowed"),  # RFC 6120 §8.3.3.10
     PublishRateExceeded: ErrorRow("wait", "resource-constraint"),  # RFC 6120 §8.3.3.18
     # the service itself
     StorageUnavailable: ErrorRow("wait", "internal-server-error"),
