@@ -183,9 +183,12 @@ def config_toml(
     secret: str = COMPONENT_SECRET,
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
+    access: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
 ) -> str:
-    """A config.toml for the component on *server*."""
+    """A config.toml for the component on *server* ([access] and [limits] left out
+    keep their defaults: users and creators of the parent domain, localhost)."""
     sections: dict[str, Mapping[str, Any]] = {
         "component": {
             "jid": jid,
@@ -196,6 +199,8 @@ def config_toml(
         "database": {"url": database_url},
         "admins": {"jids": list(admins)},
         "queue": dict(queue or {}),
+        "access": dict(access or {}),
+        "limits": dict(limits or {}),
         "logging": {"level": log_level},
     }
     lines: list[str] = []
@@ -332,6 +337,8 @@ def make_component(
     secret: str | None = None,
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
+    access: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
 ) -> ComponentProcess:
     """Write the config file of a component (not started, not migrated)."""
@@ -346,6 +353,8 @@ def make_component(
             secret=COMPONENTS.get(jid, COMPONENT_SECRET) if secret is None else secret,
             admins=admins,
             queue=queue,
+            access=access,
+            limits=limits,
             log_level=log_level,
         )
     )

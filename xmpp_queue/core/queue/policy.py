@@ -37,6 +37,7 @@ from xmpp_queue.core.model import (
     NodeConfig,
     Subscription,
     SubscriptionState,
+    bare,
 )
 from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
@@ -127,7 +128,12 @@ class QueuePolicy:
         notify: bool | None,
     ) -> None:
         subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
-        privileged = may(affiliation, Action.RETRACT_ANY)
+        # XEP-0060 §4.1: publishers and owners retract any item, a publish-only
+        # entity its own (withdrawing a job it sent; a holder is told).
+        own = item is not None and bare(item.publisher) == actor.bare
+        privileged = may(affiliation, Action.RETRACT_ANY) or (
+            own and may(affiliation, Action.RETRACT_OWN)
+        )
         how = check_release(
             node.node_id, item_id, item, actor.jid, bool(subs), privileged, "retract"
         )
