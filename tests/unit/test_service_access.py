@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.unit.conftest import ADMIN, ALICE, OWNER, PUB, FakeClock
+from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import ClosedNode
 from xmpp_queue.core.model import AccessModel, Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
@@ -197,3 +198,26 @@ async def test_a_dead_letter_node_is_as_private_as_its_queue(
     assert dead.access_model is AccessModel.WHITELIST
     with pytest.raises(ClosedNode):
         await svc.get_items(PUB, "jobs/dead-letter")
+
+
+async def test_7_1_2_the_service_may_expose_publishers_on_every_node(clock: FakeClock) -> None:
+    """[access] expose_publishers: every item carries its publisher's bare JID, in
+    notifications and retrieval, whatever the node's pubsub#itemreply."""
+    counter = itertools.count(1)
+    service = PubSubService(
+        StateStore.in_memory(),
+        clock,
+        lambda: f"id{next(counter)}",
+        ServiceSettings(access=ServiceAccess.for_domain("example.org"), expose_publishers=True),
+    )
+    await service.start()
+    try:
+        await service.create_node(OWNER, "news", {})
+        await service.subscribe(ALICE, "news", ALICE.jid)
+        out = await service.publish(OWNER, "news", "i1", "<a/>", 4)
+        (notice,) = [e for e in out.effects if isinstance(e, ItemNotice)]
+        assert notice.items[0].publisher == OWNER.bare
+        page = await service.get_items(ALICE, "news")
+        assert page.show_publisher and page.items[0].publisher == OWNER.jid
+    finally:
+        await service.stop()
