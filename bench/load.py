@@ -38,6 +38,15 @@ def create_queue_node(to: str, node: str) -> str:
     )
 
 
+def queue_members(to: str, node: str, jids: list[str]) -> str:
+    """XEP-0060 §8.9.2: the owner makes the workers members (new queues are whitelisted)."""
+    rows = "".join(f"<affiliation jid='{jid}' affiliation='member'/>" for jid in jids)
+    return (
+        f"<iq type='set' to='{to}' id='aff1'><pubsub xmlns='{PUBSUB}#owner'>"
+        f"<affiliations node='{node}'>{rows}</affiliations></pubsub></iq>"
+    )
+
+
 def subscribe_queue(to: str, node: str, jid: str, queue_requests: int) -> str:
     return (
         f"<iq type='set' to='{to}' id='sub1'><pubsub xmlns='{PUBSUB}'>"

@@ -36,9 +36,10 @@ if str(REPO) not in sys.path:
 from service_throughput import NODE, PUBLISHER, QUEUE_FORM, Flow, open_store  # noqa: E402
 
 from xmpp_queue.app import new_id, utc_now  # noqa: E402
-from xmpp_queue.core.model import SYSTEM, Actor  # noqa: E402
+from xmpp_queue.core.model import SYSTEM, AccessModel, Actor  # noqa: E402
 from xmpp_queue.core.observe import ObservedStore  # noqa: E402
 from xmpp_queue.core.service import PubSubService, ServiceSettings  # noqa: E402
+from xmpp_queue.core.service_access import ServiceAccess  # noqa: E402
 from xmpp_queue.http.metrics import QueueMetrics  # noqa: E402
 
 
@@ -48,7 +49,12 @@ async def flow_cpu(observed: bool, args: argparse.Namespace, workdir: Path) -> f
     metrics = QueueMetrics(100) if observed else None
     if metrics is not None:
         store = ObservedStore(store, metrics)
-    service = PubSubService(store, utc_now, new_id, ServiceSettings())
+    service = PubSubService(
+        store,
+        utc_now,
+        new_id,
+        ServiceSettings(access=ServiceAccess.everyone(), queue_access_model=AccessModel.OPEN),
+    )
     if metrics is not None:
         service.on_batch_committed(metrics.batch_committed)
     await service.start()
@@ -78,7 +84,10 @@ async def scrape_cpu(args: argparse.Namespace) -> float:
 
     metrics = QueueMetrics(100)
     service = PubSubService(
-        ObservedStore(StateStore.in_memory(), metrics), utc_now, new_id, ServiceSettings()
+        ObservedStore(StateStore.in_memory(), metrics),
+        utc_now,
+        new_id,
+        ServiceSettings(access=ServiceAccess.everyone(), queue_access_model=AccessModel.OPEN),
     )
     await service.start()
     try:

@@ -149,6 +149,10 @@ def component_config(
         f'url = "{database_url}"\n'
         "\n[admins]\n"
         "jids = []\n"
+        # The benchmark measures the service's capacity, so the per-JID publish
+        # rate limit (1000/s by default) is off; every other default stays.
+        "\n[limits]\n"
+        "publish_rate = 0\n"
         "\n[logging]\n"
         f'level = "{log_level}"\n'
     )

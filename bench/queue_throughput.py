@@ -47,6 +47,7 @@ from load import (
     create_queue_node,
     disco_probe,
     is_result,
+    queue_members,
     subscribe_queue,
 )
 from processes import (
@@ -312,6 +313,9 @@ class Bench:
         answer = await pub.request(create_queue_node(domain, NODE), "create1")
         if not is_result(answer):
             raise SetupError(f"create failed: {answer[:600]!r}")
+        answer = await pub.request(queue_members(domain, NODE, [w.bare for w in workers]), "aff1")
+        if not is_result(answer):
+            raise SetupError(f"affiliations failed: {answer[:600]!r}")
         for w in workers:
             # Available (bare-JID notifications need it) and known to the component.
             w.send(f"<presence/><presence to='{domain}'/>")

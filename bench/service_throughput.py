@@ -33,9 +33,11 @@ if str(REPO) not in sys.path:
 
 from xmpp_queue.app import new_id, utc_now  # noqa: E402
 from xmpp_queue.core.effects import ItemNotice  # noqa: E402
-from xmpp_queue.core.model import Actor  # noqa: E402
+from xmpp_queue.core.limits import Limits  # noqa: E402
+from xmpp_queue.core.model import Actor, Affiliation  # noqa: E402
 from xmpp_queue.core.ports import Store  # noqa: E402
 from xmpp_queue.core.service import PubSubService, ServiceSettings  # noqa: E402
+from xmpp_queue.core.service_access import ServiceAccess  # noqa: E402
 
 NODE = "bench-queue"
 PUBLISHER = Actor("publisher@localhost/load")
@@ -131,11 +133,18 @@ class Flow:
 async def bench(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xq-service-bench-") as tmp:
         store = await open_store(args.store, Path(tmp))
-        service = PubSubService(store, utc_now, new_id, ServiceSettings())
+        # The service's capacity is measured: the per-JID publish rate limit is off.
+        settings = ServiceSettings(
+            access=ServiceAccess.for_domain("localhost"), limits=Limits(publish_rate=0)
+        )
+        service = PubSubService(store, utc_now, new_id, settings)
         await service.start()
         try:
             await service.create_node(PUBLISHER, NODE, QUEUE_FORM)
             workers = [Actor(f"worker{k}@localhost/load") for k in range(args.workers)]
+            # New queues are whitelisted: the owner makes the workers members.
+            members = [(w.bare, Affiliation.MEMBER) for w in workers]
+            await service.set_node_affiliations(PUBLISHER, NODE, members)
             for w in workers:
                 options = {
                     "FORM_TYPE": ["http://jabber.org/protocol/pubsub#subscribe_options"],

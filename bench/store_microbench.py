@@ -44,13 +44,19 @@ from pathlib import Path
 from sqlalchemy import text
 
 from xmpp_queue.core.effects import Effect, ItemNotice
-from xmpp_queue.core.model import Actor
+from xmpp_queue.core.limits import Limits
+from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.engine import is_sqlite, make_engine
 from xmpp_queue.storage.migrations import upgrade
 
 WORKERS = 4
+# The store's speed is measured, not the policy: the per-JID publish rate is off.
+SETTINGS = ServiceSettings(
+    access=ServiceAccess.for_domain("example.org"), limits=Limits(publish_rate=0)
+)
 QUEUE_REQUESTS = 8
 PAYLOAD = "<job xmlns='urn:example:job'>" + "x" * 170 + "</job>"
 
@@ -89,12 +95,18 @@ async def run(
     await reset(url)
     store = await open_store(kind, url)
     service = PubSubService(
-        store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+        store,
+        lambda: datetime.now(UTC),
+        lambda: uuid.uuid4().hex,
+        SETTINGS,
     )
     await service.start()
     owner = Actor("owner@example.org/bench")
     await service.create_node(owner, "q", {"pubsub#queue": ["1"]})
     workers = {f"w{n}@example.org/r": Actor(f"w{n}@example.org/r") for n in range(WORKERS)}
+    # New queues are whitelisted: the owner makes the workers members.
+    members = [(w.bare, Affiliation.MEMBER) for w in workers.values()]
+    await service.set_node_affiliations(owner, "q", members)
     if backlog:
         # Waiting items before any worker comes: the long queue whose tail
         # keeps its payloads in the database (write-behind).
@@ -104,7 +116,10 @@ async def run(
             await store.close()
             store = await open_store(kind, url)
             service = PubSubService(
-                store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+                store,
+                lambda: datetime.now(UTC),
+                lambda: uuid.uuid4().hex,
+                SETTINGS,
             )
             await service.start()
     total = items + backlog

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import signal
@@ -67,10 +68,18 @@ def new_id() -> str:
 
 
 def service_settings(settings: Settings) -> ServiceSettings:
-    """What the core needs from the file: new-node defaults and the admins."""
+    """What the core needs from the file: new-node defaults, the admins, the access
+    policy and the limits per JID."""
+    access = settings.access
     return ServiceSettings(
-        default_config=settings.queue.node_config(),
+        default_config=dataclasses.replace(
+            settings.queue.node_config(), access_model=access.node_access_model
+        ),
         admins=settings.admins.jids,
+        access=access.policy(),
+        limits=settings.limits.limits(),
+        queue_access_model=access.queue_access_model,
+        expose_publishers=access.expose_publishers,
     )
 
 

@@ -244,7 +244,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def summary(settings: Settings) -> str:
     """A readable account of the settings; the secret is never shown."""
-    c, q, lg = settings.component, settings.queue, settings.logging
+    c, q, lg, lm = settings.component, settings.queue, settings.logging, settings.limits
     admins = ", ".join(sorted(settings.admins.jids)) or "none (admin commands disabled)"
     deliveries = q.default_max_deliveries or "0 (no limit)"
     rows = [
@@ -259,6 +259,13 @@ def summary(settings: Settings) -> str:
             f"lock_timeout={q.default_lock_timeout}s max_deliveries={deliveries} "
             f"retry_delay={q.default_retry_delay}s retry_delay_max={q.default_retry_delay_max}s "
             f"max_payload_size={q.max_payload_size} bytes",
+        ),
+        ("access", _access_summary(settings)),
+        (
+            "limits",
+            f"max_nodes_per_jid={_limit(lm.max_nodes_per_jid)} "
+            f"max_queue_items={_limit(lm.max_queue_items)} "
+            f"publish_rate={_limit(lm.publish_rate)}/s burst={lm.publish_burst}",
         ),
         ("logging", f"level={lg.level} format={lg.format} to={lg.file or 'standard error'}"),
         ("http", _http_summary(settings)),
@@ -275,6 +282,21 @@ def _http_summary(settings: Settings) -> str:
     host = f"[{http.host}]" if ":" in http.host else http.host
     token = "admin token set" if http.admin_token else "read-only (no admin_token)"
     return f"http://{host}:{http.port}/ ({token}, max_nodes={http.max_nodes})"
+
+
+def _limit(value: int) -> str:
+    return str(value) if value else "0 (no limit)"
+
+
+def _access_summary(settings: Settings) -> str:
+    """Who may use the service and create nodes, and the access models of new nodes."""
+    a = settings.access
+    policy = a.policy()
+    return (
+        f"users={policy.users.describe()}; create={policy.describe_creators()}; "
+        f"new queues {a.queue_access_model}, new nodes {a.node_access_model}; "
+        f"publishers {'shown on every item' if a.expose_publishers else 'shown per node'}"
+    )
 
 
 def _check_pipeline(settings: Settings) -> None:

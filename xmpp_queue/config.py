@@ -26,7 +26,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.core.limits import Limits
+from xmpp_queue.core.model import AccessModel, NodeConfig
+from xmpp_queue.core.service_access import (
+    ADMINS_ONLY,
+    EVERYONE,
+    JidSet,
+    ServiceAccess,
+    parent_domain,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///xmpp-queue.sqlite"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -90,15 +98,25 @@ class AdminSettings:
     jids: frozenset[str] = frozenset()
 
 
+_CORE = NodeConfig()
+_LIMITS = Limits()
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """``[queue]``: defaults of new nodes (owners may change them per node)."""
+    """``[queue]``: defaults of new nodes (owners may change them per node).
 
-    default_lock_timeout: int = 300
-    default_max_deliveries: int = 0
-    default_retry_delay: int = 0
-    default_retry_delay_max: int = 600
-    max_payload_size: int = 262144
+    The delivery limit and retry delay default to the core's safe values: a
+    poison item is dead-lettered after 10 deliveries, offered again after 1 s,
+    2 s, 4 s ... (at most ``default_retry_delay_max``), never dropped and never
+    spinning; ``default_retry_delay = 0`` is XEP-0254's immediate hand-over.
+    """
+
+    default_lock_timeout: int = _CORE.queue_lock_timeout
+    default_max_deliveries: int = _CORE.queue_max_deliveries
+    default_retry_delay: int = _CORE.queue_retry_delay
+    default_retry_delay_max: int = _CORE.queue_retry_delay_max
+    max_payload_size: int = _CORE.max_payload_size
 
     def node_config(self) -> NodeConfig:
         """The configuration a new node starts from (before the creator's form)."""
@@ -109,6 +127,51 @@ class QueueSettings:
             queue_retry_delay=self.default_retry_delay,
             queue_retry_delay_max=self.default_retry_delay_max,
             max_payload_size=self.max_payload_size,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AccessSettings:
+    """``[access]``: who may use the service, who may create nodes, access models.
+
+    ``users`` and ``create`` hold domains, bare JIDs or ``"*"``; ``create`` may
+    also be ``"admins"`` (admins only) or ``"users"`` (everyone in ``users``).
+    Left out, both are the component's parent domain (``queue.example.org`` ->
+    ``example.org``), filled in by :func:`parse_config`.
+    """
+
+    users: tuple[str, ...] = ()
+    create: tuple[str, ...] | str = ()
+    queue_access_model: AccessModel = AccessModel.WHITELIST
+    node_access_model: AccessModel = _CORE.access_model
+    expose_publishers: bool = False
+
+    def policy(self) -> ServiceAccess:
+        """The core's :class:`ServiceAccess` for these settings."""
+        if self.create == "users":
+            creators: JidSet | None = None
+        elif self.create == ADMINS_ONLY:
+            creators = JidSet()
+        else:
+            creators = JidSet.of(self.create)
+        return ServiceAccess(JidSet.of(self.users), creators)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsSettings:
+    """``[limits]``: what one JID may do (0 = no limit); see ``core/limits.py``."""
+
+    max_nodes_per_jid: int = _LIMITS.max_nodes_per_jid
+    max_queue_items: int = _LIMITS.max_queue_items
+    publish_rate: int = int(_LIMITS.publish_rate)
+    publish_burst: int = _LIMITS.publish_burst
+
+    def limits(self) -> Limits:
+        return Limits(
+            self.max_nodes_per_jid,
+            self.max_queue_items,
+            float(self.publish_rate),
+            self.publish_burst,
         )
 
 
@@ -148,6 +211,8 @@ class Settings:
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     admins: AdminSettings = field(default_factory=AdminSettings)
     queue: QueueSettings = field(default_factory=QueueSettings)
+    access: AccessSettings = field(default_factory=AccessSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     http: HttpSettings | None = None
     pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -245,6 +310,53 @@ def _admin_jids(key: str, value: object) -> frozenset[str]:
     return frozenset(_bare_jid(f"{key}[{i}]", jid) for i, jid in enumerate(value))
 
 
+def _jid_entry(key: str, value: object) -> str:
+    """``"*"``, a domain (``example.org``) or a bare JID (``ops@example.org``)."""
+    text = _string(key, value).strip()
+    if text == EVERYONE:
+        return text
+    jid = _parse_jid(key, text)
+    if jid.resource:
+        raise ConfigError(
+            key, f'expected a domain, a bare JID or "*", not a full JID, got {_show(value)}'
+        )
+    return str(jid.bare)
+
+
+def _jid_entries(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(
+            key, f'expected an array of domains, bare JIDs or "*", got {_show(value)}'
+        )
+    return tuple(_jid_entry(f"{key}[{i}]", v) for i, v in enumerate(value))
+
+
+def _creators(key: str, value: object) -> tuple[str, ...] | str:
+    if isinstance(value, str):
+        if value in (ADMINS_ONLY, "users"):
+            return value
+        raise ConfigError(
+            key,
+            f'expected "admins", "users" or an array of domains/bare JIDs, got {_show(value)}',
+        )
+    return _jid_entries(key, value)
+
+
+def _access_model(key: str, value: object) -> AccessModel:
+    text = _string(key, value).strip()
+    try:
+        return AccessModel(text)
+    except ValueError:
+        allowed = ", ".join(m.value for m in AccessModel)
+        raise ConfigError(key, f"expected one of {allowed}, got {_show(value)}") from None
+
+
+def _boolean(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"expected true or false, got {_show(value)}")
+    return value
+
+
 def _log_level(key: str, value: object) -> str:
     text = _string(key, value).strip().upper()
     if text not in LOG_LEVELS:
@@ -314,6 +426,19 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "default_retry_delay_max": _integer(0, _SECONDS_WEEK, "seconds"),
         "max_payload_size": _integer(1, 16 * 1024 * 1024, "bytes"),
     },
+    "access": {
+        "users": _jid_entries,
+        "create": _creators,
+        "queue_access_model": _access_model,
+        "node_access_model": _access_model,
+        "expose_publishers": _boolean,
+    },
+    "limits": {
+        "max_nodes_per_jid": _integer(0, 1_000_000, "0 = no limit"),
+        "max_queue_items": _integer(0, 1_000_000_000, "0 = no limit"),
+        "publish_rate": _integer(0, 1_000_000, "items/s per JID, 0 = no limit"),
+        "publish_burst": _integer(1, 10_000_000, "items"),
+    },
     "logging": {"level": _log_level, "file": _log_file, "format": _log_format},
     "http": {"listen": _listen, "admin_token": _token, "max_nodes": _integer(1, 10_000)},
 }
@@ -366,11 +491,18 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
         values = _section(data, "http")
         host, port = values.pop("listen", ("127.0.0.1", DEFAULT_HTTP_PORT))
         http = HttpSettings(host=host, port=port, **values)
+    component = ComponentSettings(**_section(data, "component"))
+    access = _section(data, "access")
+    home = (parent_domain(component.jid),)
+    access.setdefault("users", home)
+    access.setdefault("create", home)
     return Settings(
-        component=ComponentSettings(**_section(data, "component")),
+        component=component,
         database=DatabaseSettings(**_section(data, "database")),
         admins=AdminSettings(jids=admins.get("jids", frozenset())),
         queue=queue,
+        access=AccessSettings(**access),
+        limits=LimitsSettings(**_section(data, "limits")),
         logging=LoggingSettings(**_section(data, "logging")),
         http=http,
         pipeline=MappingProxyType(dict(pipeline)),

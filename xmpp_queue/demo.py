@@ -399,14 +399,27 @@ class Demo:
         await self.publisher.create_node(DEAD_LETTER_NODE, {"pubsub#max_items": "max"})
         await self.publisher.create_queue(
             NODE,
-            config={"pubsub#publish_model": "open"},  # the examples publish too
             lock_timeout=LOCK_TIMEOUT,
             max_deliveries=MAX_DELIVERIES,
             dead_letter=DEAD_LETTER_NODE,
         )
+        # A new queue is whitelisted (owner, publishers, members only): as its owner,
+        # the demo's publisher lets the workers in and the example publisher publish.
+        await self.publisher.link.call(self._affiliations_body())
         self.say(
             f"Queue node '{NODE}': lock timeout {LOCK_TIMEOUT} s, {MAX_DELIVERIES} deliveries, "
             f"then '{DEAD_LETTER_NODE}'"
+        )
+
+    def _affiliations_body(self) -> str:
+        """XEP-0060 §8.9.2: the workers as members, the example publisher as publisher."""
+        members = [f"worker-{p.name}" for p in PLANS] + ["example-worker"]
+        rows = [(self.accounts.jid(n), "member") for n in members]
+        rows.append((self.accounts.jid("example-publisher"), "publisher"))
+        inner = "".join(f"<affiliation jid='{jid}' affiliation='{aff}'/>" for jid, aff in rows)
+        return (
+            "<pubsub xmlns='http://jabber.org/protocol/pubsub#owner'>"
+            f"<affiliations node='{NODE}'>{inner}</affiliations></pubsub>"
         )
 
     def _write_connection_file(self) -> None:

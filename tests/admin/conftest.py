@@ -24,6 +24,7 @@ from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 SERVICE = "queue.example.org"
@@ -284,7 +285,11 @@ def new_service(clock: FakeClock) -> PubSubService:
         StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
-        ServiceSettings(default_config=NodeConfig(), admins=frozenset()),
+        ServiceSettings(
+            default_config=NodeConfig(),
+            admins=frozenset(),
+            access=ServiceAccess.for_domain("example.org"),
+        ),
     )
 
 
@@ -362,7 +367,16 @@ async def transcript(
 async def make_queue(service: PubSubService, node: str = "jobs", **config: str) -> str:
     values = {"pubsub#queue": ["1"]} | {f"pubsub#queue_{k}": [v] for k, v in config.items()}
     await service.create_node(OWNER, node, values)
-    await service.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER)])
+    # A new queue is whitelisted: the owner names the publisher and the workers.
+    await service.set_node_affiliations(
+        OWNER,
+        node,
+        [
+            (PUB.bare, Affiliation.PUBLISHER),
+            (ALICE.bare, Affiliation.MEMBER),
+            (BOB.bare, Affiliation.MEMBER),
+        ],
+    )
     return node
 
 
@@ -382,8 +396,9 @@ async def ledger(service: PubSubService, node: str) -> list[tuple[EventKind, str
 
 
 async def seeded(service: PubSubService) -> None:
-    """jobs with two one-slot workers: ALICE holds i1, BOB holds i2, i3 waits."""
-    await make_queue(service)
+    """jobs with two one-slot workers: ALICE holds i1, BOB holds i2, i3 waits.
+    Retry delay 0 (XEP-0254's immediate hand-over): a released item is offered anew at once."""
+    await make_queue(service, retry_delay="0")
     await make_worker(service, ALICE, 1)
     await make_worker(service, BOB, 1)
     await publish(service, "jobs", "i1", "i2", "i3")

@@ -293,7 +293,7 @@ async def test_configure_shows_current_values_and_applies_changes(
     edit = await transcript.step(first, fields={"node": "jobs"})
     current = values(form_of(edit))
     assert current["pubsub#queue_lock_timeout"] == ["120"]
-    assert current["pubsub#queue_max_deliveries"] == ["0"]
+    assert current["pubsub#queue_max_deliveries"] == ["10"]  # the safe default
     assert "pubsub#queue_dead_letter" in current and "pubsub#queue_retry_delay" in current
     assert "pubsub#title" not in current  # queue fields only
     done = await transcript.step(

@@ -36,7 +36,7 @@ def rows(form: object) -> list[dict[str, str]]:
 async def test_overview_is_a_reported_table_of_every_queue(
     transcript: Transcript, service: PubSubService, clock: FakeClock
 ) -> None:
-    await make_queue(service, "jobs", max_deliveries="2")
+    await make_queue(service, "jobs", max_deliveries="2", retry_delay="0")
     await make_queue(service, "mail")
     await service.create_node(OWNER, "plain", {})  # not a queue: not in the table
     await make_worker(service, ALICE, 1)

@@ -61,6 +61,16 @@ def test_create_node_with_and_without_config() -> None:
     assert parse(wire.create_node("q")).find(f"{P}configure") is None
 
 
+def test_set_affiliations_is_an_owner_request_xep_0060_8_9_2() -> None:
+    body = parse(wire.set_affiliations("q", {"w1@example.org": "member"}))
+    assert body.tag == f"{{{wire.PUBSUB_OWNER_NS}}}pubsub"
+    rows = body.findall(
+        f"{{{wire.PUBSUB_OWNER_NS}}}affiliations/{{{wire.PUBSUB_OWNER_NS}}}affiliation"
+    )
+    assert body[0].get("node") == "q"
+    assert [(r.get("jid"), r.get("affiliation")) for r in rows] == [("w1@example.org", "member")]
+
+
 def test_retract_unlock_extend_name_node_and_item() -> None:
     retract = parse(wire.retract("n", "i")).find(f"{P}retract/{P}item")
     assert retract is not None and retract.get("id") == "i"

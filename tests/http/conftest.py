@@ -13,9 +13,10 @@ import pytest
 
 from tests.unit.conftest import FakeClock
 from xmpp_queue.core.effects import Effect
-from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.core.model import AccessModel, NodeConfig
 from xmpp_queue.core.observe import ObservedStore
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.http.actions import DashboardActions
 from xmpp_queue.http.health import HealthChecks
 from xmpp_queue.http.metrics import QueueMetrics
@@ -59,7 +60,14 @@ def build(
     store = ObservedStore(StateStore.in_memory(), metrics)
     counter = itertools.count(1)
     service = PubSubService(
-        store, clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+        store,
+        clock,
+        lambda: f"id{next(counter)}",
+        ServiceSettings(
+            NodeConfig(),
+            access=ServiceAccess.for_domain("example.org"),
+            queue_access_model=AccessModel.OPEN,
+        ),
     )
     service.on_batch_committed(metrics.batch_committed)
     return service, metrics, store

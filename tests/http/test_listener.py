@@ -13,6 +13,8 @@ from xmpp_queue.core.service import PubSubService
 
 
 async def _queue(svc: PubSubService, node: str = "jobs", **config: str) -> None:
+    """A queue with XEP-0254's immediate hand-over (these tests follow items at once)."""
+    config = {"retry_delay": "0", **config}
     values = {"pubsub#queue": ["1"]} | {f"pubsub#queue_{k}": [v] for k, v in config.items()}
     await svc.create_node(OWNER, node, values)
     await svc.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER)])

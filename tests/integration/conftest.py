@@ -183,10 +183,14 @@ def config_toml(
     secret: str = COMPONENT_SECRET,
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
+    access: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
     http: Mapping[str, Any] | None = None,
 ) -> str:
-    """A config.toml for the component on *server* (with an [http] table if *http*)."""
+    """A config.toml for the component on *server*, with an [http] table if *http*;
+    [access] and [limits] left out keep their defaults (users and creators of the
+    parent domain, localhost)."""
     sections: dict[str, Mapping[str, Any]] = {
         "component": {
             "jid": jid,
@@ -197,6 +201,8 @@ def config_toml(
         "database": {"url": database_url},
         "admins": {"jids": list(admins)},
         "queue": dict(queue or {}),
+        "access": dict(access or {}),
+        "limits": dict(limits or {}),
         "logging": {"level": log_level},
     }
     if http is not None:
@@ -346,6 +352,8 @@ def make_component(
     secret: str | None = None,
     admins: Iterable[str] = (ADMIN_JID,),
     queue: Mapping[str, Any] | None = None,
+    access: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
     http: Mapping[str, Any] | None = None,
 ) -> ComponentProcess:
@@ -361,6 +369,8 @@ def make_component(
             secret=COMPONENTS.get(jid, COMPONENT_SECRET) if secret is None else secret,
             admins=admins,
             queue=queue,
+            access=access,
+            limits=limits,
             log_level=log_level,
             http=http,
         )

@@ -380,8 +380,32 @@ async def create_node(client: ClientXMPP, node: str | None, **config: Any) -> st
     return node
 
 
-async def create_queue(client: ClientXMPP, node: str | None = None, **config: Any) -> str:
-    return await create_node(client, node or unique("q"), queue=True, **config)
+WORKER_ACCOUNTS = tuple(f"{u}@localhost" for u in ("w1", "w2", "w3", "w4", "w5", "alice", "bob"))
+"""The session servers' worker accounts: members of the queues the suites create."""
+
+
+async def set_affiliations(
+    client: ClientXMPP, node: str, changes: Iterable[tuple[str, str]]
+) -> None:
+    """XEP-0060 §8.9.2 as the node's owner."""
+    await client.plugin["xep_0060"].modify_affiliations(
+        SERVICE, node, affiliations=list(changes), timeout=TIMEOUT
+    )
+
+
+async def create_queue(
+    client: ClientXMPP,
+    node: str | None = None,
+    members: Iterable[str] = WORKER_ACCOUNTS,
+    **config: Any,
+) -> str:
+    """A queue node; new queues are whitelisted, so its owner (*client*) makes the
+    test's worker accounts members, as an operator would."""
+    node_id = await create_node(client, node or unique("q"), queue=True, **config)
+    rows = [(jid, "member") for jid in members if jid != client.boundjid.bare]
+    if rows:
+        await set_affiliations(client, node_id, rows)
+    return node_id
 
 
 async def publish(

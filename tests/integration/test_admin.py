@@ -138,11 +138,12 @@ def command_error(exc: IqError) -> tuple[str, str, str | None, str]:
 
 
 async def queue_with_work(client: ClientFactory) -> tuple[str, ClientXMPP, Inbox]:
-    """A queue, a worker w1 holding the first item, and a second item waiting."""
+    """A queue, a worker w1 holding the first item, and a second item waiting.
+    Retry delay 0 (XEP-0254's immediate hand-over): an unlocked item is offered anew at once."""
     pub = await client("pub")
     worker = await client("w1", resource=unique("w"))
     inbox = Inbox(worker)
-    node = await create_queue(pub)
+    node = await create_queue(pub, queue_retry_delay=0)
     await subscribe_queue(worker, node, 1)
     await publish(pub, node, "i1")
     await publish(pub, node, "i2")

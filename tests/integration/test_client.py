@@ -32,6 +32,23 @@ TIMEOUT = 20.0  # generous: a busy 2-core machine, two servers, one component ea
 WorkerFactory = Callable[..., Awaitable[Worker]]
 
 
+@pytest.fixture(scope="module")
+def shared_component(xmpp_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The module's component, with new queues open to the service's users
+    ([access] queue_access_model = "open"): these tests are about the client
+    library, whose publisher creates the queues its workers take; who may do what
+    has its own suite (test_authorization_matrix.py)."""
+    from tests.integration.conftest import make_component
+    from tests.integration.queue_helpers import module_component
+
+    workdir = tmp_path_factory.mktemp("client-component")
+    proc = module_component(
+        make_component, xmpp_server, workdir, access={"queue_access_model": "open"}
+    )
+    yield proc
+    proc.stop()
+
+
 @pytest.fixture
 async def publisher(
     xmpp_server: Any, shared_component: Any, accounts: Any

@@ -71,7 +71,7 @@ async def test_worker_and_publisher_survive_a_server_restart_with_no_item_lost(
         f"pub@{own_server.domain}", PASSWORD, accounts.component_jid, window=4, **common
     )
     await publisher.connect()
-    await publisher.create_queue(node, lock_timeout=5)
+    await publisher.create_queue(node, lock_timeout=5, members=[f"w1@{own_server.domain}"])
     worker = Worker(
         f"w1@{own_server.domain}",
         PASSWORD,

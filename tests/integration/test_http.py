@@ -33,6 +33,7 @@ from tests.integration.queue_helpers import (
     publish,
     retract_iq,
     send,
+    set_affiliations,
     subscribe_queue,
     unique,
     wait_until,
@@ -189,6 +190,7 @@ async def test_admin_cli_runs_each_command_with_json(
     assert "120" in configured["notes"][0]["text"]
 
     pub = await client("admin")  # a node the service created has no owner but the admins
+    await set_affiliations(pub, node, [("w2@localhost", "member")])  # queues are whitelisted
     worker = await client("w2", resource=unique("w"))
     inbox = Inbox(worker)
     await subscribe_queue(worker, node, 1)

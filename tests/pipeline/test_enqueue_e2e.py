@@ -64,7 +64,11 @@ async def test_enqueue_drain_and_report_agree(
         port=prosody.c2s_port,
         allow_plain=True,
     ) as admin:
-        await admin.create_queue(node, config={"pubsub#max_payload_size": 1200})
+        await admin.create_queue(
+            node,
+            config={"pubsub#max_payload_size": 1200},
+            members=[f"{name}@localhost" for name in ("w1", "w2")],
+        )
 
     settings = PipelineSettings(
         database_url=service.database_url,

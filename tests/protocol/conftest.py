@@ -23,6 +23,7 @@ import pytest
 from tests.unit.conftest import FakeClock
 from xmpp_queue.core.model import NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp.component import QueueComponent
 
 SERVICE = "pubsub.example.org"
@@ -220,7 +221,11 @@ async def stream(clock: FakeClock) -> AsyncIterator[Stream]:
         StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
-        ServiceSettings(default_config=NodeConfig(), admins=frozenset({"admin@example.org"})),
+        ServiceSettings(
+            default_config=NodeConfig(),
+            admins=frozenset({"admin@example.org"}),
+            access=ServiceAccess.for_domain("example.org"),
+        ),
     )
     await service.start()
     comp = QueueComponent(SERVICE, "secret", "127.0.0.1", 5347, service)
@@ -242,8 +247,13 @@ async def make_queue(s: Stream, node: str = "jobs", **config: str) -> None:
         "set",
         OWNER,
         pubsub(
+            # A new queue is whitelisted: the owner names the publisher and workers.
             f"<affiliations node='{node}'>"
-            f"<affiliation jid='pub@example.org' affiliation='publisher'/></affiliations>",
+            f"<affiliation jid='pub@example.org' affiliation='publisher'/>"
+            f"<affiliation jid='alice@example.org' affiliation='member'/>"
+            f"<affiliation jid='bob@example.org' affiliation='member'/>"
+            f"<affiliation jid='carol@example.org' affiliation='member'/>"
+            f"<affiliation jid='workerbee237@example.org' affiliation='member'/></affiliations>",
             OWNER_NS,
         ),
     )

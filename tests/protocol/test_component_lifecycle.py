@@ -20,6 +20,7 @@ import pytest
 from tests.protocol.conftest import SERVICE, FakeClock
 from xmpp_queue.core.model import NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp import component as component_module
 from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
 
@@ -85,7 +86,7 @@ async def service() -> AsyncIterator[PubSubService]:
         StateStore.in_memory(),
         FakeClock(),
         lambda: f"id{next(counter)}",
-        ServiceSettings(NodeConfig()),
+        ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
     )
     yield svc
     await svc.stop()

@@ -44,6 +44,8 @@ def instance(cls: type[PubSubError]) -> PubSubError:
         "feature": "retrieve-items",
         "size": 10,
         "limit": 5,
+        "rate": 10.0,
+        "retry_after": 0.5,
         "modify": False,
         "text": "",
     }

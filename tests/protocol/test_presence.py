@@ -21,7 +21,8 @@ from xmpp_queue.xmpp.presence import PresenceTracker
 
 
 async def _alice_holds_job(stream: Stream, alice: str = ALICE) -> str:
-    await make_queue(stream)
+    # XEP-0254 §4's immediate hand-over (retry delay 0) to see the item move on.
+    await make_queue(stream, pubsub__queue_retry_delay="0")
     options = f"<options>{submit(SUB_OPTIONS, pubsub__queue_requests='1')}</options>"
     await stream.iq("set", alice, pubsub(f"<subscribe node='jobs' jid='{alice}'/>{options}"))
     _, out = await publish(stream, "jobs", "job1")

@@ -483,12 +483,22 @@ async def test_8_6_authorize_access_model_asks_the_owner_and_applies_the_answer(
     assert find(note, "ev:event/ev:subscription").get("subscription") == "subscribed"
 
 
-async def test_message_type_follows_the_node_kind_after_reconfiguration(stream: Stream) -> None:
+async def test_16_4_notification_type_is_headline_by_default_and_normal_on_request(
+    stream: Stream,
+) -> None:
+    """pubsub#notification_type: headline for ordinary and queue nodes alike unless
+    the owner asks for normal; the per-item queue notices follow it too."""
     await make_node(stream, "news")
     await subscribe(stream, ALICE)
     _, out = await publish(stream, "news", "i1", who=OWNER)
     assert [m.get("type") for m in messages(out)] == ["headline"]
-    form = submit(NODE_CONFIG, pubsub__queue="1")
+    # An open queue, with normal messages (XEP-0060 §16.4 notification_type).
+    form = submit(
+        NODE_CONFIG,
+        pubsub__queue="1",
+        pubsub__access_model="open",
+        pubsub__notification_type="normal",
+    )
     reply, _ = await stream.iq(
         "set", OWNER, pubsub(f"<configure node='news'>{form}</configure>", OWNER_NS)
     )

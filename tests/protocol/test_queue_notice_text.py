@@ -48,7 +48,7 @@ def canonical(text: str) -> str:
 )
 def test_text_notice_is_the_same_xml_as_the_stanza(effect: object) -> None:
     xmpp = ComponentXMPP(SENDER, "secret", "127.0.0.1", 5347)
-    stanza = render.notification(xmpp, effect, SENDER, "xq-1", True)  # type: ignore[arg-type]
+    stanza = render.notification(xmpp, effect, SENDER, "xq-1")  # type: ignore[arg-type]
     built = tostring(stanza.xml, xmlns="jabber:component:accept", top_level=True)
     text = render.queue_notice_text(effect, SENDER, "xq-1")  # type: ignore[arg-type]
     assert text is not None

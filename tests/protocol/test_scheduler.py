@@ -13,6 +13,7 @@ from tests.protocol.conftest import FakeClock
 from xmpp_queue.core.effects import Effect, UnlockNotice
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp.scheduler import RETRY_AFTER_FAILURE, DeadlineScheduler
 
 OWNER = Actor("owner@example.org/desk")
@@ -54,7 +55,10 @@ async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
 
     counter = itertools.count(1)
     svc = PubSubService(
-        StateStore.in_memory(), clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig())
+        StateStore.in_memory(),
+        clock,
+        lambda: f"id{next(counter)}",
+        ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
     )
     await svc.start()
     yield svc
@@ -62,9 +66,16 @@ async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
 
 
 async def queue_with_held_item(svc: PubSubService, node: str, lock_seconds: int) -> None:
-    config = {"pubsub#queue": ["1"], "pubsub#queue_lock_timeout": [str(lock_seconds)]}
+    # Retry delay 0: the only deadlines are the locks' (a retry delay adds its own).
+    config = {
+        "pubsub#queue": ["1"],
+        "pubsub#queue_lock_timeout": [str(lock_seconds)],
+        "pubsub#queue_retry_delay": ["0"],
+    }
     await svc.create_node(OWNER, node, config)
-    await svc.set_node_affiliations(OWNER, node, [(OWNER.bare, Affiliation.OWNER)])
+    await svc.set_node_affiliations(
+        OWNER, node, [(OWNER.bare, Affiliation.OWNER), (ALICE.bare, Affiliation.MEMBER)]
+    )
     await svc.subscribe(ALICE, node, ALICE.jid, {"pubsub#queue_requests": ["5"]})
     await svc.publish(OWNER, node, f"{node}-1", "<a/>", 4)
 

@@ -19,8 +19,10 @@ import uuid
 from datetime import UTC, datetime
 
 from xmpp_queue.core.effects import Effect, ItemNotice
+from xmpp_queue.core.limits import Limits
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 OWNER = Actor("owner@example.org/test")
@@ -36,7 +38,14 @@ def tell(line: str) -> None:
 async def main(url: str) -> None:
     store = await StateStore.open(url)
     service = PubSubService(
-        store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+        store,
+        lambda: datetime.now(UTC),
+        lambda: uuid.uuid4().hex,
+        # Full speed on purpose: this measures durability under load, not the
+        # per-JID publish rate ([limits] publish_rate), so the rate is off here.
+        ServiceSettings(
+            access=ServiceAccess.for_domain("example.org"), limits=Limits(publish_rate=0)
+        ),
     )
     await service.start()
     tasks: set[asyncio.Task[None]] = set()

@@ -54,6 +54,7 @@ from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 from .conftest import SQL_BACKENDS
@@ -119,7 +120,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.store,
             self.clock,
             lambda: f"sub{next(self.subids)}",
-            ServiceSettings(admins=frozenset({ADMIN.bare})),
+            ServiceSettings(
+                admins=frozenset({ADMIN.bare}), access=ServiceAccess.for_domain("example.org")
+            ),
         )
         self.run(service.start())
         return service
@@ -155,8 +158,13 @@ class QueueMachine(RuleBasedStateMachine):
             "pubsub#queue_max_deliveries": [max_deliveries],
         }
         self.run(self.service.create_node(OWNER, QUEUE, config))
+        # A new queue is whitelisted: the owner names its publisher and workers.
+        # (STRANGER is outside the service's users: everything it asks is refused.)
+        members = [(w.bare, Affiliation.MEMBER) for w in WORKERS]
         self.run(
-            self.service.set_node_affiliations(OWNER, QUEUE, [(PUB.bare, Affiliation.PUBLISHER)])
+            self.service.set_node_affiliations(
+                OWNER, QUEUE, [(PUB.bare, Affiliation.PUBLISHER), *members]
+            )
         )
 
     # --- rules ---------------------------------------------------------------------------

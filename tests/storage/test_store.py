@@ -35,6 +35,7 @@ from xmpp_queue.core.model import (
 )
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage import repositories, state
 from xmpp_queue.storage.backend_sql import FlushFailed, SqliteBackend
 from xmpp_queue.storage.state import (
@@ -379,7 +380,12 @@ async def test_a_failed_commit_fails_every_operation_of_its_batch(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await StateStore.open(sqlite_url)
-    service = PubSubService(store, lambda: T0, lambda: uuid.uuid4().hex, ServiceSettings())
+    service = PubSubService(
+        store,
+        lambda: T0,
+        lambda: uuid.uuid4().hex,
+        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
+    )
     await service.start()
     try:
         owner = Actor("owner@example.org/x")
@@ -549,14 +555,21 @@ def test_a_deep_backlog_is_served_from_its_head_with_exact_bookkeeping() -> None
 async def _prepare_queue(url: str) -> None:
     store = await StateStore.open(url)
     service = PubSubService(
-        store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+        store,
+        lambda: datetime.now(UTC),
+        lambda: uuid.uuid4().hex,
+        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
     )
     await service.start()
     try:
         owner = Actor("owner@example.org/test")
         await service.create_node(owner, "q", {"pubsub#queue": ["1"]})
-        for n in range(4):
-            worker = Actor(f"w{n}@example.org/r")
+        workers = [Actor(f"w{n}@example.org/r") for n in range(4)]
+        # A new queue is whitelisted: the owner makes its workers members.
+        await service.set_node_affiliations(
+            owner, "q", [(w.bare, Affiliation.MEMBER) for w in workers]
+        )
+        for worker in workers:
             await service.subscribe(worker, "q", worker.jid, {"pubsub#queue_requests": ["8"]})
     finally:
         await service.stop()
@@ -599,7 +612,10 @@ async def test_sigkill_mid_run_loses_no_acknowledged_write(url: str) -> None:
 
     store = await StateStore.open(url)
     service = PubSubService(
-        store, lambda: datetime.now(UTC), lambda: uuid.uuid4().hex, ServiceSettings()
+        store,
+        lambda: datetime.now(UTC),
+        lambda: uuid.uuid4().hex,
+        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
     )
     try:
         check_indexes(store.state)

@@ -10,6 +10,7 @@ import pytest
 
 from xmpp_queue.core.model import Actor, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 
 
 class FakeClock:
@@ -39,7 +40,11 @@ async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
         StateStore.in_memory(),
         clock,
         lambda: f"id{next(counter)}",
-        ServiceSettings(default_config=NodeConfig(), admins=frozenset({"admin@example.org"})),
+        ServiceSettings(
+            default_config=NodeConfig(),
+            admins=frozenset({"admin@example.org"}),
+            access=ServiceAccess.for_domain("example.org"),
+        ),
     )
     await svc.start()
     yield svc

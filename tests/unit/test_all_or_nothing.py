@@ -24,7 +24,16 @@ from xmpp_queue.storage.store import StateStore
 async def _queue(service: PubSubService, node: str = "jobs", **config: str) -> None:
     values = {"pubsub#queue": ["1"]} | {f"pubsub#{k}": [v] for k, v in config.items()}
     await service.create_node(OWNER, node, values)
-    await service.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER)])
+    # A new queue is whitelisted: its owner names the publisher and the workers.
+    await service.set_node_affiliations(
+        OWNER,
+        node,
+        [
+            (PUB.bare, Affiliation.PUBLISHER),
+            (ALICE.bare, Affiliation.MEMBER),
+            (BOB.bare, Affiliation.MEMBER),
+        ],
+    )
 
 
 async def _work(service: PubSubService, actor: object, n: int = 1) -> None:

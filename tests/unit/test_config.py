@@ -117,6 +117,7 @@ def test_the_example_file_in_the_repository_is_valid() -> None:
     settings = load_config(REPO / "config.example.toml")
     assert settings.source == REPO / "config.example.toml"
     assert settings.queue.node_config() == NodeConfig()  # it documents the real defaults
+    assert settings.access.users == ("example.org",)  # the parent domain, as by default
     assert settings.database.url == DEFAULT_DATABASE_URL
 
 
@@ -267,3 +268,67 @@ def test_an_error_in_a_file_names_file_and_key(tmp_path: Path) -> None:
         f'{path}: component.server_port: expected an integer 1-65535, got "abc"'
     )
     assert "\n" not in caught.value.one_line()
+
+
+# --- [access] and [limits] ---------------------------------------------------------------
+
+
+def test_access_defaults_to_the_parent_domain_for_use_and_creation() -> None:
+    from xmpp_queue.app import service_settings
+    from xmpp_queue.core.model import AccessModel, Actor
+
+    settings = parse(MINIMAL)
+    assert settings.access.users == ("example.org",)
+    assert settings.access.create == ("example.org",)
+    core = service_settings(settings)
+    assert core.access.admits(Actor("alice@example.org/a"), frozenset())
+    assert not core.access.admits(Actor("eve@elsewhere.example/a"), frozenset())
+    assert core.queue_access_model is AccessModel.WHITELIST
+    assert core.default_config.access_model is AccessModel.OPEN
+    assert core.defaults_for(True).access_model is AccessModel.WHITELIST
+    assert core.limits.max_nodes_per_jid == 100 and core.limits.publish_rate == 1000
+    assert core.default_config.queue_max_deliveries == 10
+    assert core.default_config.queue_retry_delay == 1
+
+
+def test_access_opened_to_the_federation_with_creation_kept_local() -> None:
+    from xmpp_queue.app import service_settings
+    from xmpp_queue.core.model import Actor
+
+    settings = parse(
+        MINIMAL
+        + '[access]\nusers = ["*"]\nqueue_access_model = "open"\nexpose_publishers = true\n'
+        + "[limits]\nmax_nodes_per_jid = 0\npublish_rate = 50\npublish_burst = 100\n"
+    )
+    core = service_settings(settings)
+    stranger = Actor("eve@elsewhere.example/a")
+    assert core.access.admits(stranger, frozenset())
+    assert not core.access.may_create(stranger, frozenset())  # create stays the parent domain
+    assert core.expose_publishers and core.queue_access_model == "open"
+    assert (core.limits.max_nodes_per_jid, core.limits.publish_rate) == (0, 50)
+    admins_only = service_settings(parse(MINIMAL + '[access]\ncreate = "admins"\n'))
+    assert not admins_only.access.may_create(Actor("alice@example.org/a"), frozenset())
+    users = service_settings(parse(MINIMAL + '[access]\nusers = ["*"]\ncreate = "users"\n'))
+    assert users.access.may_create(stranger, frozenset())
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "expected"),
+    by_key(
+        ('users = "example.org"', "access.users", "expected an array"),
+        ('users = ["a@example.org/res"]', "access.users[0]", "not a full JID"),
+        ('create = "everyone"', "access.create", '"admins", "users"'),
+        ('queue_access_model = "roster"', "access.queue_access_model", "open, whitelist"),
+        ('expose_publishers = "yes"', "access.expose_publishers", "true or false"),
+        ("publish_rate = -1", "limits.publish_rate", "expected an integer 0-"),
+        ("max_queue_items = 1.5", "limits.max_queue_items", "expected an integer"),
+        ("publish_burst = 0", "limits.publish_burst", "expected an integer 1-"),
+        ("max_node = 3", "limits.max_node", 'did you mean "max_nodes_per_jid"'),
+    ),
+)
+def test_a_bad_access_or_limits_key_is_one_error_naming_it(
+    text: str, key: str, expected: str
+) -> None:
+    section = "access" if key.startswith("access") else "limits"
+    err = error_of(MINIMAL + f"[{section}]\n{text}\n")
+    assert err.key == key and expected in err.problem, str(err)

@@ -15,10 +15,11 @@ from tests.unit.conftest import ALICE, BOB, OWNER, PUB, FakeClock
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PayloadTooBig, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind
-from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.core.model import AccessModel, Affiliation, NodeConfig
 from xmpp_queue.core.observe import CommittedBatch, ObservedStore
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
 
 
@@ -43,7 +44,16 @@ class Recorder:
 
 async def _service(store: Store, clock: FakeClock) -> PubSubService:
     counter = itertools.count(1)
-    svc = PubSubService(store, clock, lambda: f"id{next(counter)}", ServiceSettings(NodeConfig()))
+    svc = PubSubService(
+        store,
+        clock,
+        lambda: f"id{next(counter)}",
+        ServiceSettings(
+            NodeConfig(),
+            access=ServiceAccess.for_domain("example.org"),
+            queue_access_model=AccessModel.OPEN,
+        ),
+    )
     await svc.start()
     return svc
 
@@ -58,7 +68,8 @@ async def observed(clock: FakeClock) -> AsyncIterator[tuple[PubSubService, Recor
 
 
 async def _queue(svc: PubSubService) -> None:
-    await svc.create_node(OWNER, "jobs", {"pubsub#queue": ["1"]})
+    """A queue with XEP-0254's immediate hand-over (redeliveries follow at once)."""
+    await svc.create_node(OWNER, "jobs", {"pubsub#queue": ["1"], "pubsub#queue_retry_delay": ["0"]})
     await svc.set_node_affiliations(OWNER, "jobs", [(PUB.bare, Affiliation.PUBLISHER)])
 
 

@@ -91,13 +91,19 @@ def test_retry_delay_doubles_and_is_capped() -> None:
     cfg = NodeConfig(queue=True, queue_retry_delay=2, queue_retry_delay_max=10)
     delays = [retry_available_at(cfg, n, NOW) - NOW for n in (1, 2, 3, 4)]  # type: ignore[operator]
     assert delays == [timedelta(seconds=s) for s in (2, 4, 8, 10)]
-    assert retry_available_at(NodeConfig(queue=True), 3, NOW) is None
+    immediate = NodeConfig(queue=True, queue_retry_delay=0)  # XEP-0254's hand-over
+    assert retry_available_at(immediate, 3, NOW) is None
+    # The default backs off: 1 s after the first delivery, doubling.
+    assert retry_available_at(NodeConfig(queue=True), 3, NOW) == NOW + timedelta(seconds=4)
 
 
 def test_dead_letter_rule_and_default_node() -> None:
     cfg = NodeConfig(queue=True, queue_max_deliveries=3)
     assert not must_dead_letter(cfg, 2)
     assert must_dead_letter(cfg, 3)
-    assert not must_dead_letter(NodeConfig(queue=True), 10_000)
+    assert not must_dead_letter(NodeConfig(queue=True, queue_max_deliveries=0), 10_000)
+    # The default limit dead-letters (never drops) after 10 deliveries.
+    assert not must_dead_letter(NodeConfig(queue=True), 9)
+    assert must_dead_letter(NodeConfig(queue=True), 10)
     assert dead_letter_node("jobs", cfg) == "jobs/dead-letter"
     assert lock_deadline(NodeConfig(queue_lock_timeout=30), NOW) == NOW + timedelta(seconds=30)

@@ -28,6 +28,7 @@ from xmpp_queue.core.errors import (
     PreconditionNotMet,
 )
 from xmpp_queue.core.model import (
+    SYSTEM,
     Affiliation,
     PageRequest,
     SubscriptionState,
@@ -218,3 +219,18 @@ async def test_8_9_affiliations_keep_an_owner_and_admins_own_everything(
         await service.set_node_affiliations(OWNER, "news", [(OWNER.bare, Affiliation.NONE)])
     await service.configure_node(ADMIN, "news", {"pubsub#title": ["by admin"]})
     assert [e.node for e in await service.own_affiliations(OWNER)] == ["news"]
+
+
+async def test_8_9_2_4_the_last_owner_cannot_be_removed_but_a_service_node_needs_none(
+    service: PubSubService,
+) -> None:
+    await service.create_node(OWNER, "owned")
+    with pytest.raises(Forbidden):
+        await service.set_node_affiliations(OWNER, "owned", [(OWNER.bare, Affiliation.NONE)])
+    assert [e.jid for e in await service.get_node_affiliations(OWNER, "owned")] == [OWNER.bare]
+    # A node the service created (admin command, dead letters) has no owner to keep:
+    # an admin still manages its members.
+    await service.create_node(SYSTEM, "service-made")
+    await service.set_node_affiliations(ADMIN, "service-made", [(ALICE.bare, Affiliation.MEMBER)])
+    entries = await service.get_node_affiliations(ADMIN, "service-made")
+    assert [(e.jid, e.affiliation) for e in entries] == [(ALICE.bare, Affiliation.MEMBER)]

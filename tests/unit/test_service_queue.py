@@ -29,7 +29,9 @@ from xmpp_queue.core.service import PubSubService
 async def queue(service: PubSubService, node: str = "jobs", **config: str) -> str:
     values = {"pubsub#queue": ["1"]} | {f"pubsub#queue_{k}": [v] for k, v in config.items()}
     await service.create_node(OWNER, node, values)
-    await service.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER)])
+    # A new queue is whitelisted: its owner names the publisher and the workers.
+    workers = [(a.bare, Affiliation.MEMBER) for a in (ALICE, BOB, CAROL)]
+    await service.set_node_affiliations(OWNER, node, [(PUB.bare, Affiliation.PUBLISHER), *workers])
     return node
 
 
@@ -115,7 +117,7 @@ async def test_2_3_retract_by_holder_is_the_ack_and_notifies_only_the_holder(
 
 
 async def test_2_3_error_flows_in_design_order(service: PubSubService) -> None:
-    await queue(service)
+    await queue(service, retry_delay="0")  # XEP-0254's immediate hand-over
     await worker(service, ALICE, 1)
     await service.publish(PUB, "jobs", "i1", "<j/>", 4)  # locked to alice
     await worker(service, BOB, 1)
@@ -144,7 +146,7 @@ async def test_2_3_error_flows_in_design_order(service: PubSubService) -> None:
 async def test_2_4_unlock_hands_the_item_to_another_subscriber(
     service: PubSubService,
 ) -> None:
-    await queue(service)
+    await queue(service, retry_delay="0")  # XEP-0254's immediate hand-over
     await worker(service, ALICE, 1)
     await service.publish(PUB, "jobs", "i1", "<j/>", 4)
     await worker(service, BOB, 1)
@@ -162,7 +164,7 @@ async def test_unlock_on_a_plain_node_is_refused(service: PubSubService) -> None
 async def test_4_lock_timeout_unlocks_notifies_and_redelivers(
     service: PubSubService, clock: FakeClock
 ) -> None:
-    await queue(service, lock_timeout="30")
+    await queue(service, lock_timeout="30", retry_delay="0")
     await worker(service, ALICE, 1)
     await service.publish(PUB, "jobs", "i1", "<j/>", 4)
     await worker(service, BOB, 1)
@@ -196,7 +198,7 @@ async def test_lock_extension_pushes_the_deadline(service: PubSubService, clock:
 async def test_4_unavailable_subscriber_gives_its_items_back_and_is_unsubscribed(
     service: PubSubService,
 ) -> None:
-    await queue(service)
+    await queue(service, retry_delay="0")
     await worker(service, ALICE, 3)
     for i in range(3):
         await service.publish(PUB, "jobs", f"i{i}", "<j/>", 4)
@@ -211,7 +213,7 @@ async def test_4_unavailable_subscriber_gives_its_items_back_and_is_unsubscribed
 async def test_max_deliveries_moves_the_item_to_a_dead_letter_node(
     service: PubSubService, clock: FakeClock
 ) -> None:
-    await queue(service, max_deliveries="2", lock_timeout="10")
+    await queue(service, max_deliveries="2", lock_timeout="10", retry_delay="0")
     await worker(service, ALICE, 1)
     await service.publish(PUB, "jobs", "poison", "<j/>", 4)
     await service.unlock(ALICE, "jobs", "poison")  # delivery 2 follows at once
@@ -266,7 +268,7 @@ async def test_republishing_a_queued_id_does_not_double_it(service: PubSubServic
 
 
 async def test_ledger_records_every_state_change(service: PubSubService, clock: FakeClock) -> None:
-    await queue(service, lock_timeout="5")
+    await queue(service, lock_timeout="5", retry_delay="0")
     await worker(service, ALICE, 1)
     await service.publish(PUB, "jobs", "i1", "<j/>", 4)
     await service.unlock(ALICE, "jobs", "i1")

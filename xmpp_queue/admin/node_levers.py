@@ -105,7 +105,7 @@ class CreateNode(AdminCommand):
     name = "Create node"
 
     async def start(self, s: CommandSession, form: Submitted) -> None:
-        defaults = self.service.default_config()
+        defaults = self.service.default_config(SYSTEM)
         question = new_form(
             self.name, "Name the node and set its queue behaviour; empty fields keep defaults."
         )

@@ -147,6 +147,10 @@ class PubSubLink:
             raise
         return True
 
+    async def set_affiliations(self, node: str, affiliations: Mapping[str, str]) -> None:
+        """As the node's owner: make bare JIDs members, publishers ... (§8.9.2)."""
+        await self.call(wire.set_affiliations(node, affiliations))
+
     # --- closing -------------------------------------------------------------------
 
     async def close(self, wait: float = 2.0) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from xml.etree import ElementTree as ET
 
@@ -187,15 +187,23 @@ class Publisher:
         node: str,
         *,
         config: Mapping[str, str | int | bool] | None = None,
+        members: Iterable[str] = (),
         **queue_options: str | int | bool,
     ) -> bool:
         """Create *node* as a queue (see :func:`queue_config`); False if it existed.
 
         An existing node is left as it is (``conflict`` is tolerated so that
-        every producer can call this at start-up).
+        every producer can call this at start-up). New queues are whitelisted by
+        the service's default: *members* (bare JIDs of the worker accounts) are
+        made members so they may subscribe; this needs the publisher to own the
+        node (it does when it created it).
         """
         link = await self._link_up()
-        return await link.create_node(node, queue_config(config, **queue_options))
+        created = await link.create_node(node, queue_config(config, **queue_options))
+        wanted = {jid: "member" for jid in members}
+        if wanted:
+            await link.set_affiliations(node, wanted)
+        return created
 
     async def create_node(
         self, node: str, config: Mapping[str, str | int | bool] | None = None

@@ -22,6 +22,7 @@ from xml.etree import ElementTree as ET
 from xmpp_queue.client.errors import StanzaError
 from xmpp_queue.client.payload import escape_text
 
+PUBSUB_OWNER_NS = "http://jabber.org/protocol/pubsub#owner"
 PUBSUB_NS = "http://jabber.org/protocol/pubsub"
 EVENT_NS = "http://jabber.org/protocol/pubsub#event"
 QUEUEING_NS = "urn:xmpp:pubsub:queueing:0"
@@ -104,6 +105,18 @@ def create_node(node: str, config: Mapping[str, str] | None = None) -> str:
     if config:
         configure = f"<configure>{data_form(NODE_CONFIG_FORM, config)}</configure>"
     return f"<pubsub xmlns='{PUBSUB_NS}'><create node='{quote_attr(node)}'/>{configure}</pubsub>"
+
+
+def set_affiliations(node: str, affiliations: Mapping[str, str]) -> str:
+    """§8.9.2 modify affiliations (owner): bare JID -> member, publisher, none ..."""
+    rows = "".join(
+        f"<affiliation jid='{quote_attr(jid)}' affiliation='{quote_attr(aff)}'/>"
+        for jid, aff in affiliations.items()
+    )
+    return (
+        f"<pubsub xmlns='{PUBSUB_OWNER_NS}'>"
+        f"<affiliations node='{quote_attr(node)}'>{rows}</affiliations></pubsub>"
+    )
 
 
 def subscribe(node: str, jid: str, options: Mapping[str, str] | None = None) -> str:

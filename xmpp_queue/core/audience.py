@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xmpp_queue.core.batcher import Work
-from xmpp_queue.core.effects import DeleteNotice
+from xmpp_queue.core.effects import DeleteNotice, headline
 from xmpp_queue.core.model import Node, Subscription, SubscriptionState
 from xmpp_queue.core.node_config import SubscribeOptions
 from xmpp_queue.core.ports import Transaction
@@ -34,5 +34,6 @@ async def delete_and_tell(work: Work, node: Node, redirect: str | None, queue: b
     jids = await subscriber_jids(work.tx, node.node_id)
     await work.tx.nodes.remove(node.node_id)
     if node.config.notify_delete:
-        work.effects.extend(DeleteNotice(j, node.node_id, redirect, queue) for j in jids)
+        loud = headline(node.config)
+        work.effects.extend(DeleteNotice(j, node.node_id, redirect, queue, loud) for j in jids)
     work.deadlines_changed = True

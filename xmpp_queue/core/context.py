@@ -13,6 +13,7 @@ context; none inherits from another.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,8 +23,18 @@ from xmpp_queue.core.access import affiliation_of
 from xmpp_queue.core.batcher import CommitBatcher, Operation, Work
 from xmpp_queue.core.effects import Outcome
 from xmpp_queue.core.errors import NodeNotFound
-from xmpp_queue.core.model import Actor, Affiliation, Node, NodeConfig
+from xmpp_queue.core.limits import Limits, PublishRateLimiter
+from xmpp_queue.core.model import (
+    AccessModel,
+    Actor,
+    Affiliation,
+    ItemReply,
+    Node,
+    NodeConfig,
+    bare,
+)
 from xmpp_queue.core.ports import Clock, IdFactory, Store
+from xmpp_queue.core.service_access import ServiceAccess
 
 T = TypeVar("T")
 Settle = Callable[[Work], Awaitable[None]]
@@ -33,14 +44,33 @@ Settle = Callable[[Work], Awaitable[None]]
 class ServiceSettings:
     """Service-wide settings (from config.toml, built by app.py).
 
-    ``default_config`` is what a new node gets before the creator's form is
-    applied (the [queue] defaults live in its queue_* fields). ``admins`` are bare
-    JIDs that act as owners of every node.
+    ``default_config`` is what a new ordinary node gets before the creator's form
+    is applied (the [queue] defaults live in its queue_* fields); a new queue
+    node gets it with ``queue_access_model`` (whitelist: owner, publishers and
+    members only). ``admins`` are bare JIDs that act as owners of every node.
+    ``access`` says who may use the service and create nodes (built in code
+    without one: admins only), ``limits`` what one JID may do, and
+    ``expose_publishers`` puts the publisher on every item of every node, as
+    ``pubsub#itemreply = publisher`` does for one node.
     """
 
     default_config: NodeConfig = field(default_factory=NodeConfig)
     admins: frozenset[str] = frozenset()
     max_batch: int = 128
+    access: ServiceAccess = field(default_factory=ServiceAccess)
+    limits: Limits = field(default_factory=Limits)
+    queue_access_model: AccessModel = AccessModel.WHITELIST
+    expose_publishers: bool = False
+
+    def defaults_for(self, queue: bool) -> NodeConfig:
+        """The configuration a new node of this type starts from."""
+        base = self.default_config
+        if not queue:
+            return base
+        ceiling = self.limits.max_queue_items or None
+        return dataclasses.replace(
+            base, queue=True, access_model=self.queue_access_model, max_items=ceiling
+        )
 
 
 async def _settle_nothing(work: Work) -> None:
@@ -58,6 +88,9 @@ class ServiceContext:
         self.started_at = clock()
         self.settle: Settle = _settle_nothing
         self._listeners: list[Callable[[datetime | None], None]] = []
+        self.publish_rate = PublishRateLimiter(
+            settings.limits.publish_rate, settings.limits.publish_burst
+        )
         self.batcher = CommitBatcher(
             store, clock, settings.max_batch, on_deadlines=self._deadlines_changed
         )
@@ -88,6 +121,20 @@ class ServiceContext:
 
     def is_admin(self, actor: Actor) -> bool:
         return actor.system or actor.bare in self.settings.admins
+
+    def admit(self, actor: Actor) -> None:
+        """The service access policy: refuse a requester outside ``[access] users``
+        before the operation reads or writes anything (ServiceAccessDenied)."""
+        self.settings.access.check(actor, self.settings.admins)
+
+    def shown_publisher(self, node: Node, publisher: str) -> str | None:
+        """The publisher attribute of *node*'s items: its bare JID when the node's
+        ``pubsub#itemreply`` is ``publisher`` or the service exposes publishers."""
+        if not publisher:
+            return None
+        if self.settings.expose_publishers or node.config.itemreply is ItemReply.PUBLISHER:
+            return bare(publisher)
+        return None
 
     async def affiliation(self, work: Work, node_id: str, actor: Actor) -> Affiliation:
         return await affiliation_of(work.tx, node_id, actor, self.settings.admins)

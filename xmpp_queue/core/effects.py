@@ -13,14 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from xmpp_queue.core.model import NodeConfig, SubscriptionState
+from xmpp_queue.core.model import NodeConfig, NotificationType, SubscriptionState
 
 T = TypeVar("T")
 
 
+def headline(config: NodeConfig) -> bool:
+    """Whether a node's notifications are ``headline`` messages (``pubsub#notification_type``)."""
+    return config.notification_type is NotificationType.HEADLINE
+
+
 @dataclass(frozen=True, slots=True)
 class NoticeItem:
-    """One item inside an items notification; ``payload`` None when not delivered."""
+    """One item inside an items notification; ``payload`` None when not delivered,
+    ``publisher`` None unless the node exposes publishers (``pubsub#itemreply``)."""
 
     item_id: str
     payload: str | None
@@ -32,15 +38,17 @@ class NoticeItem:
 class ItemNotice:
     """XEP-0060 §7.1.2.1 event with items (for a queue: the one locked item).
 
-    ``queue`` marks notices of queue nodes: they must reach the worker (normal
-    message, stored offline by the server) where broadcast notices are headlines.
+    ``queue`` marks notices of queue nodes (the glue writes those per-item
+    notices as text). ``headline`` is the node's ``pubsub#notification_type``:
+    headline by default for every node type (see ``model.NodeConfig``).
     """
 
     to: str
     node: str
     items: tuple[NoticeItem, ...]
     subids: tuple[str, ...] = ()
-    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+    queue: bool = False  # a queue node's notice (the per-item text path)
+    headline: bool = True  # message type headline, else normal (pubsub#notification_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +59,8 @@ class RetractNotice:
     node: str
     item_ids: tuple[str, ...]
     subids: tuple[str, ...] = ()
-    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+    queue: bool = False  # a queue node's notice (the per-item text path)
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +71,15 @@ class UnlockNotice:
     node: str
     item_id: str
     reason: str = "unlocked"
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class PurgeNotice:
     to: str
     node: str
-    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+    queue: bool = False  # a queue node's notice
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +87,8 @@ class DeleteNotice:
     to: str
     node: str
     redirect: str | None = None
-    queue: bool = False  # a queue node's notice: sent as a normal message, not a headline
+    queue: bool = False  # a queue node's notice
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,7 @@ class ConfigNotice:
     to: str
     node: str
     config: NodeConfig | None
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,7 @@ class SubscriptionNotice:
     jid: str
     state: SubscriptionState
     subid: str | None = None
+    headline: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,13 @@ from xmpp_queue.core.audience import delete_and_tell, delivery_targets, subscrib
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
 from xmpp_queue.core.context import ServiceContext
-from xmpp_queue.core.effects import ItemNotice, NoticeItem, PurgeNotice, RetractNotice
+from xmpp_queue.core.effects import (
+    ItemNotice,
+    NoticeItem,
+    PurgeNotice,
+    RetractNotice,
+    headline,
+)
 from xmpp_queue.core.errors import Forbidden, ItemNotFound, NotAQueue
 from xmpp_queue.core.model import (
     Actor,
@@ -29,6 +35,7 @@ from xmpp_queue.core.model import (
     Subscription,
     SubscriptionState,
     bare,
+    new_item,
 )
 from xmpp_queue.core.node_config import SubscribeOptions
 
@@ -72,21 +79,14 @@ class LeafPolicy:
                 )
             else:
                 await items.put(
-                    Item(
-                        node=node.node_id,
-                        item_id=item_id,
-                        seq=0,
-                        publisher=publisher,
-                        payload=payload,
-                        published_at=work.now,
-                        updated_at=work.now,
-                        payload_size=size,
-                        headers=dict(headers),
-                    )
+                    new_item(node.node_id, item_id, publisher, payload, size, headers, work.now)
                 )
                 await self._trim(work, node)
         notice = NoticeItem(
-            item_id, payload if cfg.deliver_payloads else None, publisher, dict(headers)
+            item_id,
+            payload if cfg.deliver_payloads else None,
+            self._ctx.shown_publisher(node, publisher),
+            dict(headers),
         )
         await self._tell(work, node, notice)
 
@@ -100,13 +100,16 @@ class LeafPolicy:
 
     async def _tell(self, work: Work, node: Node, notice: NoticeItem) -> None:
         for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():
-            work.effects.append(ItemNotice(jid, node.node_id, (notice,), subids))
+            work.effects.append(
+                ItemNotice(jid, node.node_id, (notice,), subids, headline=headline(node.config))
+            )
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         """A dead letter (or redriven item) moved in: announce it, never trim for it."""
         payload = item.payload if node.config.deliver_payloads else None
+        publisher = self._ctx.shown_publisher(node, item.publisher)
         await self._tell(
-            work, node, NoticeItem(item.item_id, payload, item.publisher, dict(item.headers))
+            work, node, NoticeItem(item.item_id, payload, publisher, dict(item.headers))
         )
 
     async def retract(
@@ -130,7 +133,11 @@ class LeafPolicy:
             raise ItemNotFound(node.node_id, item_id)
         if notify if notify is not None else node.config.notify_retract:
             for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():
-                work.effects.append(RetractNotice(jid, node.node_id, (item_id,), subids))
+                work.effects.append(
+                    RetractNotice(
+                        jid, node.node_id, (item_id,), subids, headline=headline(node.config)
+                    )
+                )
 
     async def subscribed(self, work: Work, node: Node, sub: Subscription) -> None:
         """§6.1.7: send the last published item when the node is configured to."""
@@ -143,8 +150,15 @@ class LeafPolicy:
                 ItemNotice(
                     sub.jid,
                     node.node_id,
-                    (NoticeItem(last[0].item_id, payload, last[0].publisher),),
+                    (
+                        NoticeItem(
+                            last[0].item_id,
+                            payload,
+                            self._ctx.shown_publisher(node, last[0].publisher),
+                        ),
+                    ),
                     (sub.subid,),
+                    headline=headline(node.config),
                 )
             )
 
@@ -152,7 +166,8 @@ class LeafPolicy:
         removed = await work.tx.items.remove_all(node.node_id)
         if node.config.notify_retract:
             work.effects.extend(
-                PurgeNotice(j, node.node_id) for j in await subscriber_jids(work.tx, node.node_id)
+                PurgeNotice(j, node.node_id, headline=headline(node.config))
+                for j in await subscriber_jids(work.tx, node.node_id)
             )
         return len(removed)
 

@@ -62,6 +62,25 @@ class PublishModel(enum.StrEnum):
     OPEN = "open"
 
 
+class NotificationType(enum.StrEnum):
+    """XEP-0060 ``pubsub#notification_type``: the ``<message/>`` type of notifications."""
+
+    HEADLINE = "headline"
+    NORMAL = "normal"
+
+
+class ItemReply(enum.StrEnum):
+    """XEP-0060 ``pubsub#itemreply`` (§12.x "Associating Events and Payloads").
+
+    ``publisher`` puts the publisher's JID on items in notifications and in every
+    item retrieval; ``none`` leaves it out. ``owner`` is not offered: the spec's
+    interoperability note says it is not widely supported.
+    """
+
+    NONE = "none"
+    PUBLISHER = "publisher"
+
+
 class SendLastPublished(enum.StrEnum):
     NEVER = "never"
     ON_SUB = "on_sub"
@@ -92,10 +111,20 @@ class NodeConfig:
     """A node's configuration (XEP-0060 §16.4 node_config plus our queue fields).
 
     ``max_items`` None means "max" (no limit). Queue fields only matter when
-    ``queue`` is true; their meaning is in DESIGN.md "Queueing choices".
+    ``queue`` is true (docs/queueing.md). The queue defaults are the safe ones: a
+    poison item is offered at most ``queue_max_deliveries`` times, with a retry
+    delay that doubles from ``queue_retry_delay`` seconds, then dead-lettered
+    (never dropped); ``queue_retry_delay`` 0 is XEP-0254's immediate hand-over.
+    ``notification_type`` is headline for every node type: a notice for an
+    offline or departed recipient is dropped by the server rather than stored
+    offline, which for a queue item is right (the item stays locked in the queue
+    and comes back by release or lock timeout; a stored copy would be worked on
+    again, late, after it went to another worker).
     """
 
     title: str = ""
+    description: str = ""
+    payload_type: str = ""
     max_items: int | None = None
     persist_items: bool = True
     deliver_payloads: bool = True
@@ -106,11 +135,13 @@ class NodeConfig:
     publish_model: PublishModel = PublishModel.PUBLISHERS
     max_payload_size: int = 262144
     send_last_published_item: SendLastPublished = SendLastPublished.NEVER
+    notification_type: NotificationType = NotificationType.HEADLINE
+    itemreply: ItemReply = ItemReply.NONE
     queue: bool = False
     queue_lock_timeout: int = 300
-    queue_max_deliveries: int = 0
+    queue_max_deliveries: int = 10
     queue_dead_letter: str = ""
-    queue_retry_delay: int = 0
+    queue_retry_delay: int = 1
     queue_retry_delay_max: int = 600
 
 
@@ -148,6 +179,30 @@ class Item:
     available_at: datetime | None = None
     deliveries: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def new_item(
+    node_id: str,
+    item_id: str,
+    publisher: str,
+    payload: str | None,
+    size: int,
+    headers: Mapping[str, str],
+    at: datetime,
+) -> Item:
+    """An item as published (or moved in) at *at*: unlocked, never delivered; the
+    store gives it its ``seq``."""
+    return Item(
+        node=node_id,
+        item_id=item_id,
+        seq=0,
+        publisher=publisher,
+        payload=payload,
+        published_at=at,
+        updated_at=at,
+        payload_size=size,
+        headers=dict(headers),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +244,14 @@ class PageRequest:
 
 @dataclass(frozen=True, slots=True)
 class ItemPage:
-    """Items in publish order, with XEP-0059 paging facts when paging was asked."""
+    """Items in publish order, with XEP-0059 paging facts when paging was asked.
+
+    ``show_publisher``: the node (``pubsub#itemreply``) or the service exposes
+    publishers, so every item carries its ``publisher`` attribute (§7.1.2.x).
+    """
 
     items: tuple[Item, ...]
     count: int
     first_index: int | None = None
     paged: bool = False
+    show_publisher: bool = False

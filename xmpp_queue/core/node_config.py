@@ -19,7 +19,14 @@ from xmpp_queue.core.errors import (
     PreconditionNotMet,
     UnsupportedAccessModel,
 )
-from xmpp_queue.core.model import AccessModel, NodeConfig, PublishModel, SendLastPublished
+from xmpp_queue.core.model import (
+    AccessModel,
+    ItemReply,
+    NodeConfig,
+    NotificationType,
+    PublishModel,
+    SendLastPublished,
+)
 
 NODE_CONFIG_FORM = "http://jabber.org/protocol/pubsub#node_config"
 SUBSCRIBE_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#subscribe_options"
@@ -104,6 +111,20 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "pubsub#title", "title", "text-single", "A friendly name for the node", _parse_text
     ),
     ConfigField(
+        "pubsub#description",
+        "description",
+        "text-single",
+        "A description of the node",
+        _parse_text,
+    ),
+    ConfigField(
+        "pubsub#type",
+        "payload_type",
+        "text-single",
+        "Payload semantic type information (the payload's namespace)",
+        _parse_text,
+    ),
+    ConfigField(
         "pubsub#max_items",
         "max_items",
         "text-single",
@@ -173,6 +194,22 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "When to send the last published item",
         _enum_parser(SendLastPublished),
         options=tuple(m.value for m in SendLastPublished),
+    ),
+    ConfigField(
+        "pubsub#notification_type",
+        "notification_type",
+        "list-single",
+        "Specify the delivery style for notifications",
+        _enum_parser(NotificationType),
+        options=tuple(m.value for m in NotificationType),
+    ),
+    ConfigField(
+        "pubsub#itemreply",
+        "itemreply",
+        "list-single",
+        "Whether items carry their publisher (publisher) or not (none)",
+        _enum_parser(ItemReply),
+        options=tuple(m.value for m in ItemReply),
     ),
     ConfigField(
         "pubsub#queue",

@@ -33,6 +33,7 @@ from xmpp_queue.core.effects import (
     ConfigNotice,
     Outcome,
     SubscriptionNotice,
+    headline,
 )
 from xmpp_queue.core.errors import (
     BadRequest,
@@ -46,6 +47,7 @@ from xmpp_queue.core.errors import (
     PayloadTooBig,
     SubIdRequired,
 )
+from xmpp_queue.core.limits import NodeQuotaExceeded, check_queue_items
 from xmpp_queue.core.model import (
     AccessModel,
     Actor,
@@ -112,16 +114,29 @@ class PubSubService:
         self._ctx.on_deadline_change(listener)
 
     # --- discovery and reads ----------------------------------------------------------
-    def default_config(self) -> NodeConfig:
-        return self.settings.default_config
+    def admit(self, actor: Actor) -> None:
+        """Refuse a requester outside the service's users (``[access] users``).
 
-    def default_subscribe_options(self, queue: bool) -> SubscribeOptions:
+        Every operation below asks this first; the glue asks it for requests
+        that reach no operation (service disco, worker presence)."""
+        self._ctx.admit(actor)
+
+    def default_config(self, actor: Actor, queue: bool = False) -> NodeConfig:
+        """§8.3: what a new node of this type gets when the form leaves a field out."""
+        self._ctx.admit(actor)
+        return self.settings.defaults_for(queue)
+
+    def default_subscribe_options(self, actor: Actor, queue: bool) -> SubscribeOptions:
+        self._ctx.admit(actor)
         return SubscribeOptions(queue_requests=1 if queue else None, deliver=True, raw={})
 
     async def get_node(self, actor: Actor, node: str) -> Node:
+        self._ctx.admit(actor)
         return await self._ctx.read(lambda w: self._ctx.node(w, node))
 
     async def list_nodes(self, actor: Actor) -> list[Node]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> list[Node]:
             return await w.tx.nodes.all()
 
@@ -136,7 +151,9 @@ class PubSubService:
         page: PageRequest | None = None,
         subid: str | None = None,
     ) -> ItemPage:
-        """§6.5: all items, the max_items newest, some by id, or an RSM page."""
+        """§6.5: all items, the max_items newest, some by id, or an RSM page; with
+        the publisher of each when the node exposes publishers (§7.1.2)."""
+        self._ctx.admit(actor)
 
         async def op(w: Work) -> ItemPage:
             n = await self._ctx.node(w, node)
@@ -145,20 +162,24 @@ class PubSubService:
             check_access(n, aff, Action.RETRIEVE, subs)
             if subid is not None and not any(s.subid == subid for s in subs):
                 raise InvalidSubId()
+            show = self._ctx.shown_publisher(n, "-") is not None
             if item_ids:
                 found = [await w.tx.items.get(node, i) for i in item_ids]
                 items = tuple(i for i in found if i is not None)
-                return ItemPage(items=items, count=len(items))
+                return ItemPage(items=items, count=len(items), show_publisher=show)
             if max_items is not None:
                 if max_items < 0:
                     raise BadRequest("max_items must not be negative")
                 latest = await w.tx.items.latest(node, max_items)
-                return ItemPage(items=tuple(latest), count=len(latest))
-            return await w.tx.items.page(node, page or PageRequest())
+                return ItemPage(items=tuple(latest), count=len(latest), show_publisher=show)
+            found_page = await w.tx.items.page(node, page or PageRequest())
+            return dataclasses.replace(found_page, show_publisher=show)
 
         return await self._ctx.read(op)
 
     async def own_subscriptions(self, actor: Actor, node: str | None = None) -> list[Subscription]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> list[Subscription]:
             if node is not None:
                 await self._ctx.node(w, node)
@@ -170,6 +191,8 @@ class PubSubService:
     async def own_affiliations(
         self, actor: Actor, node: str | None = None
     ) -> list[AffiliationEntry]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> list[AffiliationEntry]:
             if node is not None:
                 await self._ctx.node(w, node)
@@ -188,14 +211,24 @@ class PubSubService:
     async def create_node(
         self, actor: Actor, node: str | None, config: FormValues | None = None
     ) -> Outcome[str]:
-        """§8.1: node None = instant node. Returns the node id."""
+        """§8.1: node None = instant node. Returns the node id.
+
+        The form is applied to the defaults of the node's type (a queue starts
+        whitelisted, with the service's ``max_queue_items``); the creator must be
+        allowed to create nodes and under the per-JID node quota."""
+        self.settings.access.check_create(actor, self.settings.admins)
         node_id = check_id(node, "node id") if node is not None else self._ctx.new_id()
-        cfg = apply_config(self.settings.default_config, config or {})
+        form = config or {}
+        cfg = apply_config(self.settings.default_config, form)
+        if cfg.queue:
+            cfg = apply_config(self.settings.defaults_for(True), form)
+        check_queue_items(cfg, None, self.settings.limits)
         self._types.for_config(cfg).validate(node_id, cfg)
 
         async def op(w: Work) -> str:
             if await w.tx.nodes.get(node_id) is not None:
                 raise NodeExists(node_id)
+            await self._check_node_quota(w, actor)
             await w.tx.nodes.add(Node(node_id, cfg, w.now, actor.jid))
             if not actor.system:
                 await w.tx.affiliations.set(node_id, actor.bare, Affiliation.OWNER)
@@ -209,7 +242,18 @@ class PubSubService:
 
         return await self._ctx.run(op)
 
+    async def _check_node_quota(self, w: Work, actor: Actor) -> None:
+        """``[limits] max_nodes_per_jid``: nodes this bare JID created that still exist."""
+        limit = self.settings.limits.max_nodes_per_jid
+        if limit <= 0 or self._ctx.is_admin(actor):
+            return
+        mine = sum(1 for n in await w.tx.nodes.all() if n.creator and bare(n.creator) == actor.bare)
+        if mine >= limit:
+            raise NodeQuotaExceeded(actor.bare, limit)
+
     async def get_config(self, actor: Actor, node: str) -> NodeConfig:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> NodeConfig:
             n = await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.CONFIGURE)
@@ -220,10 +264,23 @@ class PubSubService:
     async def configure_node(
         self, actor: Actor, node: str, values: FormValues
     ) -> Outcome[NodeConfig]:
+        """§8.2. A node that becomes a queue takes the queue defaults for the fields
+        the form leaves out (access model, max_items), as a new queue would."""
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> NodeConfig:
             n = await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.CONFIGURE)
             cfg = apply_config(n.config, values)
+            if cfg.queue and not n.config.queue:
+                queue_defaults = self.settings.defaults_for(True)
+                base = dataclasses.replace(
+                    n.config,
+                    access_model=queue_defaults.access_model,
+                    max_items=queue_defaults.max_items,
+                )
+                cfg = apply_config(base, values)
+            check_queue_items(cfg, n.config, self.settings.limits)
             before, after = self._types.of(n), self._types.for_config(cfg)
             after.validate(node, cfg)
             if after is not before:
@@ -232,7 +289,7 @@ class PubSubService:
             if cfg.notify_config:
                 payload = cfg if cfg.deliver_payloads else None
                 for jid in await subscriber_jids(w.tx, node):
-                    w.effects.append(ConfigNotice(jid, node, payload))
+                    w.effects.append(ConfigNotice(jid, node, payload, headline(cfg)))
             return cfg
 
         return await self._ctx.run(op)
@@ -240,6 +297,8 @@ class PubSubService:
     async def delete_node(
         self, actor: Actor, node: str, redirect: str | None = None
     ) -> Outcome[None]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.DELETE)
@@ -250,6 +309,7 @@ class PubSubService:
 
     async def purge_node(self, actor: Actor, node: str) -> Outcome[int]:
         """§8.5; returns how many items were removed."""
+        self._ctx.admit(actor)
 
         async def op(w: Work) -> int:
             n = await self._ctx.node(w, node)
@@ -263,6 +323,8 @@ class PubSubService:
         return await self._ctx.run(op)
 
     async def get_node_subscriptions(self, actor: Actor, node: str) -> list[Subscription]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> list[Subscription]:
             await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
@@ -277,6 +339,7 @@ class PubSubService:
         changes: Sequence[tuple[str, SubscriptionState, str | None]],
     ) -> Outcome[None]:
         """§8.8.2: (jid, new state, subid) per change; state NONE removes. All or none."""
+        self._ctx.admit(actor)
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
@@ -300,11 +363,15 @@ class PubSubService:
                         Subscription(node, jid, subid or self._ctx.new_id(), state, w.now)
                     )
                 current = existing[0].subid if existing else subid
-                w.effects.append(SubscriptionNotice(jid, node, jid, state, current))
+                w.effects.append(
+                    SubscriptionNotice(jid, node, jid, state, current, headline(n.config))
+                )
 
         return await self._ctx.run(op)
 
     async def get_node_affiliations(self, actor: Actor, node: str) -> list[AffiliationEntry]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> list[AffiliationEntry]:
             await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
@@ -315,13 +382,19 @@ class PubSubService:
     async def set_node_affiliations(
         self, actor: Actor, node: str, changes: Sequence[tuple[str, Affiliation]]
     ) -> Outcome[None]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> None:
             await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.MANAGE)
             current = {e.jid: e.affiliation for e in await w.tx.affiliations.for_node(node)}
+            had_owner = any(a is Affiliation.OWNER for a in current.values())
             for jid, affiliation in changes:
                 current[bare(jid)] = affiliation
-            if not actor.system and not any(a is Affiliation.OWNER for a in current.values()):
+            # Removing the last owner is refused (§8.9.2.4); a node created by the
+            # service itself (admin command, dead letters) has none to keep.
+            keeps_owner = any(a is Affiliation.OWNER for a in current.values())
+            if had_owner and not keeps_owner and not actor.system:
                 raise Forbidden("modify-affiliations", "a node must keep at least one owner")
             for jid, affiliation in changes:
                 await w.tx.affiliations.set(node, bare(jid), affiliation)
@@ -343,11 +416,19 @@ class PubSubService:
         publish_options: FormValues | None = None,
     ) -> Outcome[str]:
         """§7.1: returns the item id (generated when None). On a queue node the item
-        is locked to one subscriber in the same transaction (XEP-0254 §2.2)."""
+        is locked to one subscriber in the same transaction (XEP-0254 §2.2).
+
+        Past the publisher's rate (``[limits] publish_rate``) the publish is refused
+        before anything is read; the token is spent once the publish is accepted."""
+        self._ctx.admit(actor)
+        rate = self._ctx.publish_rate
+        bound = not self._ctx.is_admin(actor)
         if item_id is not None:
             check_id(item_id, "item id")
 
         async def op(w: Work) -> str:
+            if bound:
+                rate.check(actor.bare, w.now)
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
             subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
@@ -365,6 +446,8 @@ class PubSubService:
                 raise PayloadTooBig(payload_size, cfg.max_payload_size)
             new_id = item_id or self._ctx.new_id()
             await self._types.of(n).publish(w, n, new_id, payload, payload_size, actor.jid, {})
+            if bound:
+                rate.take(actor.bare, w.now)
             return new_id
 
         return await self._ctx.run(op)
@@ -373,6 +456,7 @@ class PubSubService:
         self, actor: Actor, node: str, item_id: str, notify: bool | None = None
     ) -> Outcome[None]:
         """§7.2; on a queue node from the lock holder: the ack (XEP-0254 §2.3)."""
+        self._ctx.admit(actor)
         check_id(item_id, "item id")
 
         async def op(w: Work) -> None:
@@ -387,6 +471,8 @@ class PubSubService:
     async def subscribe(
         self, actor: Actor, node: str, jid: str, options: FormValues | None = None
     ) -> Outcome[Subscription]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> Subscription:
             n = await self._ctx.node(w, node)
             if bare(jid) != actor.bare and not self._ctx.is_admin(actor):
@@ -452,19 +538,25 @@ class PubSubService:
 
     async def unsubscribe(
         self, actor: Actor, node: str, jid: str, subid: str | None = None
-    ) -> Outcome[None]:
-        async def op(w: Work) -> None:
+    ) -> Outcome[Subscription]:
+        """§6.2: returns the ended subscription, state none (§6.2.2's answer)."""
+        self._ctx.admit(actor)
+
+        async def op(w: Work) -> Subscription:
             await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=False)
             # Locks outlive the subscription (XEP-0254 §4: unsubscribe, then release);
             # they end by ack, unlock or timeout. Others may now get more work.
             await w.tx.subscriptions.remove(node, sub.subid)
+            return dataclasses.replace(sub, state=SubscriptionState.NONE)
 
         return await self._ctx.run(op)
 
     async def get_subscription_options(
         self, actor: Actor, node: str, jid: str, subid: str | None = None
     ) -> tuple[Subscription, SubscribeOptions]:
+        self._ctx.admit(actor)
+
         async def op(w: Work) -> tuple[Subscription, SubscribeOptions]:
             await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=True)
@@ -476,6 +568,7 @@ class PubSubService:
         self, actor: Actor, node: str, jid: str, subid: str | None, values: FormValues
     ) -> Outcome[Subscription]:
         """§6.3.5; a changed queue_requests takes effect at once (more may be dispatched)."""
+        self._ctx.admit(actor)
 
         async def op(w: Work) -> Subscription:
             n = await self._ctx.node(w, node)
@@ -494,6 +587,7 @@ class PubSubService:
     async def unlock(self, actor: Actor, node: str, item_id: str, delay: int = 0) -> Outcome[None]:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber,
         not before *delay* seconds when given (our ``<unlock delay>``)."""
+        self._ctx.admit(actor)
         check_id(item_id, "item id")
         if not 0 <= delay <= MAX_DELAY:
             raise BadRequest(f"delay must be between 0 and {MAX_DELAY}")
@@ -513,6 +607,7 @@ class PubSubService:
         self, actor: Actor, node: str, item_id: str, reason: str
     ) -> Outcome[None]:
         """The holder sends an item that can never succeed to the dead-letter node."""
+        self._ctx.admit(actor)
         check_id(item_id, "item id")
 
         async def op(w: Work) -> None:
@@ -526,6 +621,7 @@ class PubSubService:
     ) -> Outcome[datetime]:
         """Push the holder's deadline to now + seconds (default: the node's lock
         timeout). Same error flow as unlock. Returns the new deadline."""
+        self._ctx.admit(actor)
         check_id(item_id, "item id")
         if seconds is not None and not 1 <= seconds <= 86400 * 7:
             raise BadRequest("seconds must be between 1 and 604800")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.context import ServiceContext
-from xmpp_queue.core.effects import Outcome, SubscriptionNotice
+from xmpp_queue.core.effects import Outcome, SubscriptionNotice, headline
 from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NodeFull, NotAQueue
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Node, SubscriptionState
@@ -152,7 +152,14 @@ class AdminLevers:
             for sub in subs:
                 await w.tx.subscriptions.remove(node, sub.subid)
                 w.effects.append(
-                    SubscriptionNotice(sub.jid, node, sub.jid, SubscriptionState.NONE, sub.subid)
+                    SubscriptionNotice(
+                        sub.jid,
+                        node,
+                        sub.jid,
+                        SubscriptionState.NONE,
+                        sub.subid,
+                        headline(n.config),
+                    )
                 )
                 released += await self._types.of(n).release(w, n, sub, "kicked", True)
             return released

@@ -32,6 +32,7 @@ from xmpp_queue.core.model import (
     PageRequest,
     Subscription,
     bare,
+    new_item,
 )
 from xmpp_queue.core.paging import page_of
 from xmpp_queue.core.ports import QueueStats
@@ -281,16 +282,14 @@ class ItemsRepo:
             raise ValueError(f"no item {item_id!r} on node {node_id!r} to move")
         when = utc(at)
         moved = stored_item(
-            Item(
-                node=target_node,
-                item_id=target_item_id,
-                seq=0,
-                publisher=item.publisher,
-                payload=item.payload,
-                published_at=when,
-                updated_at=when,
-                payload_size=item.payload_size,
-                headers=dict(headers),
+            new_item(
+                target_node,
+                target_item_id,
+                item.publisher,
+                item.payload,
+                item.payload_size,
+                headers,
+                when,
             ),
             state.next_seq,
         )

@@ -33,8 +33,10 @@ from slixmpp.xmlstream.handler import CoroutineCallback
 from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
 from slixmpp.xmlstream.matcher.base import MatcherBase
 
-from xmpp_queue.core.effects import Effect, Outcome, UnlockNotice
+from xmpp_queue.core.effects import Effect, Outcome
+from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.core.service_access import ServiceAccessDenied
 from xmpp_queue.xmpp import render, stanzas
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.handlers import RequestRouter
@@ -117,11 +119,10 @@ def _stanza_error(stanza: StanzaBase) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class _Pending:
-    """An outcome on its way out: the reply, the notices, which nodes are queues."""
+    """An outcome on its way out: the reply, then the notices."""
 
     reply: StanzaBase | str | None
     effects: tuple[Effect, ...]
-    queues: frozenset[str] = frozenset()
 
 
 class _SessionEnd(enum.Enum):
@@ -348,17 +349,14 @@ class QueueComponent(ComponentXMPP):
 
         Synchronous on purpose: outcomes leave in the order they reach this method
         (the order the core committed them), and a burst written within one loop
-        tick leaves as one socket write (``transport``). Whether a notice belongs
-        to a queue node (normal message, not headline) is carried by the effect.
+        tick leaves as one socket write (``transport``). The message type
+        (the node's ``pubsub#notification_type``) is carried by the effect.
         A failure to render is logged; it cannot undo a committed change.
         """
         if isinstance(effects, Outcome):
             effects = effects.effects
         effects = tuple(effects)
-        queues = frozenset(
-            e.node for e in effects if isinstance(e, UnlockNotice) or getattr(e, "queue", False)
-        )
-        self._send_now(_Pending(reply, effects, queues))
+        self._send_now(_Pending(reply, effects))
 
     def _send_now(self, pending: _Pending) -> None:
         try:
@@ -373,8 +371,7 @@ class QueueComponent(ComponentXMPP):
                 if text is not None:
                     self._send_text(text)
                 else:
-                    queue = effect.node in pending.queues
-                    render.notification(self, effect, sender, msg_id, queue).send()
+                    render.notification(self, effect, sender, msg_id).send()
         except Exception:
             log.exception("event=send_failed effects=%d", len(pending.effects))
 
@@ -410,6 +407,10 @@ class QueueComponent(ComponentXMPP):
         sender = pres["from"].full
         if not sender:
             return
+        try:
+            self.service.admit(Actor(sender))
+        except ServiceAccessDenied:
+            return  # a stranger's presence is neither tracked nor answered
         if kind is None:
             if self.workers.available(sender):
                 self.make_presence(pto=sender, pfrom=pres["to"].full or self.boundjid.full).send()

@@ -85,7 +85,19 @@ class DiscoProvider:
     def _static(self) -> Any:
         return self.xmpp.plugin["xep_0030"].static
 
+    def _admit(self, ifrom: JID | None, verb: str) -> None:
+        """A requester outside ``[access] users`` gets service-unavailable for every
+        disco request (the errors table), the service's own and static nodes' too.
+        A query without a sender is slixmpp asking itself (local), not a stranger."""
+        if ifrom is None or not ifrom.full:
+            return
+        try:
+            self.service.admit(Actor(_full(ifrom)))
+        except Exception as exc:
+            raise errors.as_xmpp_error(exc, verb) from None
+
     async def get_info(self, jid: JID, node: str | None, ifrom: JID | None, data: Any) -> Any:
+        self._admit(ifrom, "disco#info")
         if node and self._static.node_exists(jid, node):
             return self._static.get_info(jid, node, ifrom, data)
         if not node:
@@ -113,6 +125,7 @@ class DiscoProvider:
         return info
 
     async def get_items(self, jid: JID, node: str | None, ifrom: JID | None, data: Any) -> Any:
+        self._admit(ifrom, "disco#items")
         if node and self._static.node_exists(jid, node):
             return self._static.get_items(jid, node, ifrom, data)
         actor = Actor(_full(ifrom))

@@ -16,6 +16,13 @@ Choices where the specs leave room:
 - ``NotAQueue`` (unlock/extend on an ordinary node) is bad-request: the service
   does implement queueing, so feature-not-implemented would mislead, and the
   ``<unsupported feature=''/>`` attribute may only name XEP-0060 features.
+- ``ServiceAccessDenied`` (a requester outside ``[access] users``) is forbidden
+  for every pubsub request and service-unavailable for disco#info/#items: a
+  stranger learns neither which nodes nor which features live here.
+- ``NodeQuotaExceeded`` is not-allowed, type cancel: a quota, retrying will
+  not help (RFC 6120's policy-violation fits too, but slixmpp cannot render it).
+  ``PublishRateExceeded`` is resource-constraint, type wait: retry later; the
+  text says when.
 - ``QueueConfigurationRequired`` needs more than an ``<error/>``: XEP-0254 §2.1's
   reply carries the subscribe request and the options form to fill in, so this
   module builds whole replies rather than raising slixmpp's ``XMPPError``.
@@ -73,6 +80,8 @@ from xmpp_queue.core.errors import (
     SubscriptionRequired,
     UnsupportedAccessModel,
 )
+from xmpp_queue.core.limits import NodeQuotaExceeded, PublishRateExceeded
+from xmpp_queue.core.service_access import ServiceAccessDenied
 from xmpp_queue.xmpp import forms
 from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_ERRORS
 
@@ -116,8 +125,11 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
         "modify", "not-acceptable", "unsupported-access-model"
     ),
     PreconditionNotMet: ErrorRow("cancel", "conflict", "precondition-not-met"),  # §7.1.5
-    NodeFull: ErrorRow("cancel", "conflict", "node-full"),  # §7.1.3.x publish_node_full
+    # §7.1.3.x "Node is full": conflict + node-full (a queue is publish_node_full
+    # "reject"); not-allowed + max-items-exceeded is for §13.11 batch publishes.
+    NodeFull: ErrorRow("cancel", "conflict", "node-full"),
     # access
+    ServiceAccessDenied: ErrorRow("auth", "forbidden"),  # [access] users; disco: BY_VERB
     Forbidden: ErrorRow("auth", "forbidden"),  # §7.1.3.1, §8.x, XEP-0254 §2.3
     Outcast: ErrorRow("auth", "forbidden"),  # §6.1.3.8
     ClosedNode: ErrorRow("cancel", "not-allowed", "closed-node"),  # §6.1.3.4
@@ -137,6 +149,9 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
     NotAQueue: ErrorRow("modify", "bad-request"),  # see the module docstring
     ItemLockedByOther: ErrorRow("cancel", "conflict"),  # XEP-0254 §2.3/§2.4
     NotLockHolder: ErrorRow("wait", "unexpected-request"),  # XEP-0254 §2.3/§2.4
+    # limits per JID ([limits])
+    NodeQuotaExceeded: ErrorRow("cancel", "not-allowed"),  # RFC 6120 §8.3.3.10
+    PublishRateExceeded: ErrorRow("wait", "resource-constraint"),  # RFC 6120 §8.3.3.18
     # the service itself
     StorageUnavailable: ErrorRow("wait", "internal-server-error"),
 }
@@ -144,6 +159,9 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
 # The same domain error answered differently depending on the request.
 BY_VERB: dict[tuple[type[PubSubError], str], ErrorRow] = {
     (InvalidOptions, "subscribe"): ErrorRow("modify", "not-acceptable", "invalid-options"),
+    # A stranger's disco is answered as if nothing lived here (RFC 6120 §8.3.3.19).
+    (ServiceAccessDenied, "disco#info"): ErrorRow("cancel", "service-unavailable"),
+    (ServiceAccessDenied, "disco#items"): ErrorRow("cancel", "service-unavailable"),
 }
 
 

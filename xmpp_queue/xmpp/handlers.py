@@ -113,7 +113,7 @@ async def on_configure_set(
 async def on_default_config(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
-    form = forms.node_config_form(svc.default_config())
+    form = forms.node_config_form(svc.default_config(actor))
     return Answer(render.form_result(iq.stanza, PUBSUB_OWNER, "default", form))
 
 
@@ -205,7 +205,8 @@ async def on_unsubscribe(
 ) -> Answer:
     req = rq.parse_subscription(ps, el)
     out = await svc.unsubscribe(actor, req.node, req.jid, req.subid)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    # §6.2.2: the result carries the subscription, now state none.
+    return Answer(render.subscription_result(iq.stanza, out.value, None), out.effects)
 
 
 async def on_options_get(
@@ -233,7 +234,7 @@ async def on_default_options(
 ) -> Answer:
     req = rq.parse_default_options(ps, el)
     queue = req.node is not None and (await svc.get_node(actor, req.node)).config.queue
-    form = forms.subscribe_options_form(svc.default_subscribe_options(queue), queue)
+    form = forms.subscribe_options_form(svc.default_subscribe_options(actor, queue), queue)
     return Answer(render.form_result(iq.stanza, PUBSUB, "default", form, node=req.node))
 
 

@@ -5,13 +5,16 @@ effects become one ``<message/>`` each, with the XEP-0060 event payloads, the
 XEP-0254 unlock event and XEP-0131 SHIM headers for SubIDs and item headers
 (a dead letter's origin, an unlock's reason).
 
-Message type. Notifications of ordinary nodes are ``headline``: they are
-ephemeral, and a server may drop them for offline or bare-JID recipients rather
-than storing them (RFC 6121 §8.5). Queue notices (an item handed to a worker,
-the ack's retract, an unlock, purge/delete of a queue) are sent without a type
-(``normal``): each is the one copy of a unit of work or of its end, so it must
-take the normal routing to a bare JID's resources or to offline storage
-instead of being discarded; XEP-0060 §13.7 leaves the type to the service.
+Message type: the node's ``pubsub#notification_type``, carried by each effect
+(``headline``), headline by default for ordinary and queue nodes alike. A
+headline reaches every available resource and is dropped, never stored offline,
+when the recipient is gone (RFC 6121 §8.5.2, §8.5.3). For a queue that is the
+safe behaviour: the item stays locked in the queue and comes back to the queue
+by the worker's unavailable presence or its lock timeout, whereas a normal
+message would sit in offline storage (or be rerouted to another resource of the
+account) and be worked on again, late, after the item went to another worker.
+``normal`` stays available per node. Authorization requests (§8.6) are forms for
+an owner to answer: always normal.
 
 Every message gets a fresh id so a bounce can be matched to it (XEP-0060 §13.4);
 ids start with :data:`NOTIFICATION_ID_PREFIX` so a bounced notification is
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 from xml.sax.saxutils import escape
@@ -42,6 +45,7 @@ from xmpp_queue.core.effects import (
     UnlockNotice,
 )
 from xmpp_queue.core.model import AffiliationEntry, Item, ItemPage, Subscription
+from xmpp_queue.core.model import bare as bare_jid
 from xmpp_queue.core.node_config import SubscribeOptions
 from xmpp_queue.xmpp import forms
 from xmpp_queue.xmpp.stanzas import (
@@ -172,17 +176,18 @@ def form_result(iq: Iq, ns: str, element: str, form: ET.Element, **attrs: str | 
     return reply
 
 
-def _item(parent: ET.Element, ns: str, item: Item) -> None:
-    _add_payload(_el(parent, ns, "item", id=item.item_id), item.payload)
+def _item(parent: ET.Element, ns: str, item: Item, publisher: str | None) -> None:
+    _add_payload(_el(parent, ns, "item", id=item.item_id, publisher=publisher), item.payload)
 
 
 def items_result(iq: Iq, node: str, page: ItemPage) -> Iq:
-    """§6.5.2 items, with an XEP-0059 ``<set/>`` when the request was paged (§6.5.4)."""
+    """§6.5.2 items, with an XEP-0059 ``<set/>`` when the request was paged (§6.5.4),
+    and each item's ``publisher`` when the node exposes publishers (§7.1.2)."""
     reply = iq.reply()
     pubsub = _pubsub(reply)
     items = _el(pubsub, PUBSUB, "items", node=node)
     for item in page.items:
-        _item(items, PUBSUB, item)
+        _item(items, PUBSUB, item, bare_jid(item.publisher) if page.show_publisher else None)
     if page.paged:
         rsm = _el(pubsub, RSM, "set")
         if page.items:
@@ -276,11 +281,11 @@ def _subid_headers(subids: Sequence[str]) -> list[tuple[str, str]]:
     return [("SubID", subid) for subid in subids]
 
 
-def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str, queue: bool) -> Message:
+def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Message:
     """One effect as one message (see the module docstring for type and id)."""
     msg = xmpp.make_message(mto=effect.to, mfrom=sender)
     msg["id"] = msg_id
-    if not queue and not isinstance(effect, (UnlockNotice, AuthorizationRequest)):
+    if not isinstance(effect, AuthorizationRequest) and effect.headline:
         msg["type"] = "headline"
     else:
         del msg["type"]
@@ -292,7 +297,9 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str, queue
     if isinstance(effect, ItemNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
         for notice_item in effect.items:
-            item = _el(items, PUBSUB_EVENT, "item", id=notice_item.item_id)
+            item = _el(
+                items, PUBSUB_EVENT, "item", id=notice_item.item_id, publisher=notice_item.publisher
+            )
             _add_payload(item, notice_item.payload)
             headers.extend(notice_item.headers.items())
         headers.extend(_subid_headers(effect.subids))
@@ -332,18 +339,11 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str, queue
 
 
 def notifications(
-    xmpp: BaseXMPP,
-    effects: Sequence[Effect],
-    sender: str,
-    queue_nodes: Container[str],
-    new_id: Callable[[], str],
+    xmpp: BaseXMPP, effects: Sequence[Effect], sender: str, new_id: Callable[[], str]
 ) -> list[Message]:
     """The effects of one outcome, in order, as messages."""
     return [
-        notification(
-            xmpp, effect, sender, NOTIFICATION_ID_PREFIX + new_id(), effect.node in queue_nodes
-        )
-        for effect in effects
+        notification(xmpp, effect, sender, NOTIFICATION_ID_PREFIX + new_id()) for effect in effects
     ]
 
 
@@ -388,7 +388,8 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
     one that is not (contains ``<!``, e.g. a hand-edited row) is left out, as
     :func:`payload_element` does. Other notices return None (rendered as stanzas).
     """
-    head = f"<message from={_attr(sender)} to={_attr(effect.to)} id={_attr(msg_id)}>"
+    kind = " type='headline'" if getattr(effect, "headline", False) else ""
+    head = f"<message from={_attr(sender)} to={_attr(effect.to)} id={_attr(msg_id)}{kind}>"
     event = f"<event xmlns='{PUBSUB_EVENT}'>"
     if isinstance(effect, ItemNotice) and effect.queue:
         parts = []
@@ -398,7 +399,8 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
             if "<!" in payload:
                 log.warning("event=payload_skipped reason=not_canonical")
                 payload = ""
-            parts.append(f"<item id={_attr(it.item_id)}>{payload}</item>")
+            by = f" publisher={_attr(it.publisher)}" if it.publisher else ""
+            parts.append(f"<item id={_attr(it.item_id)}{by}>{payload}</item>")
             headers.extend(it.headers.items())
         headers.extend(_subid_headers(effect.subids))
         body = f"<items node={_attr(effect.node)}>{''.join(parts)}</items>"

@@ -347,9 +347,23 @@ def parse_retract(pubsub: ET.Element, el: ET.Element) -> RetractRequest:
 
 
 def parse_subscribe(pubsub: ET.Element, el: ET.Element) -> SubscribeRequest:
+    """§6.1 subscribe, or §6.3.7 subscribe-and-configure (XEP-0254 §2.1).
+
+    The ``<options/>`` beside ``<subscribe/>`` belongs to it, so its ``node`` and
+    ``jid`` attributes may be left out or empty, as in XEP-0254's examples (and
+    XEP-0060 §6.3.7's); when given, they must name the same node and JID, else
+    bad-request (options for another subscription cannot ride along).
+    """
     node = _node(el)
     jid = _jid(el)
-    return SubscribeRequest(node, jid, _form_values(_child(pubsub, PUBSUB, "options")))
+    options = _child(pubsub, PUBSUB, "options")
+    if options is not None:
+        if options.get("node") and options.get("node") != node:
+            raise BadRequest("the options name another node than the subscribe")
+        other = options.get("jid")
+        if other and normalise_jid(other) != jid:
+            raise BadRequest("the options name another JID than the subscribe")
+    return SubscribeRequest(node, jid, _form_values(options))
 
 
 def parse_subscription(pubsub: ET.Element, el: ET.Element) -> SubscriptionRequest:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
-from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice
+from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
 from xmpp_queue.core.queue.deadlines import (
@@ -111,12 +111,13 @@ class QueueEngine:
                         NoticeItem(
                             item.item_id,
                             item.payload,
-                            None,
+                            self._ctx.shown_publisher(node, item.publisher),
                             {**item.headers, "delivery-attempt": str(deliveries)},
                         ),
                     ),
                     subids=(sub.subid,),
                     queue=True,
+                    headline=headline(node.config),
                 )
             )
             work.deadlines_changed = True
@@ -161,7 +162,9 @@ class QueueEngine:
             )
         )
         if notify_holder and holder_jid:
-            work.effects.append(UnlockNotice(holder_jid, node.node_id, item.item_id, reason))
+            work.effects.append(
+                UnlockNotice(holder_jid, node.node_id, item.item_id, reason, headline(node.config))
+            )
         self._previous_holder[(node.node_id, item.item_id)] = holder_sub
         work.deadlines_changed = True
         if dead:
@@ -205,11 +208,14 @@ class QueueEngine:
         target = await work.tx.nodes.get(node_id)
         if target is not None:
             return target
+        # The dead letters are the queue's work: as private as the queue itself.
         config = dataclasses.replace(
             self._ctx.settings.default_config,
             queue=False,
             max_items=None,
             title=f"Dead letters of {origin.node_id}",
+            access_model=origin.config.access_model,
+            itemreply=origin.config.itemreply,
         )
         target = Node(node_id, config, work.now, "")
         await work.tx.nodes.add(target)

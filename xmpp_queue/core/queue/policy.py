@@ -23,7 +23,7 @@ from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
 from xmpp_queue.core.context import ServiceContext
-from xmpp_queue.core.effects import PurgeNotice, RetractNotice, UnlockNotice
+from xmpp_queue.core.effects import PurgeNotice, RetractNotice, UnlockNotice, headline
 from xmpp_queue.core.errors import (
     BadRequest,
     InvalidNodeConfig,
@@ -40,6 +40,8 @@ from xmpp_queue.core.model import (
     NodeConfig,
     Subscription,
     SubscriptionState,
+    bare,
+    new_item,
 )
 from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
@@ -103,17 +105,7 @@ class QueuePolicy:
             return
         self.check_room(node, await items.count(node.node_id))
         stored = await items.put(
-            Item(
-                node=node.node_id,
-                item_id=item_id,
-                seq=0,
-                publisher=publisher,
-                payload=payload,
-                published_at=work.now,
-                updated_at=work.now,
-                payload_size=size,
-                headers=dict(headers),
-            )
+            new_item(node.node_id, item_id, publisher, payload, size, headers, work.now)
         )
         record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)
 
@@ -131,7 +123,12 @@ class QueuePolicy:
         notify: bool | None,
     ) -> None:
         subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
-        privileged = may(affiliation, Action.RETRACT_ANY)
+        # XEP-0060 §4.1: publishers and owners retract any item, a publish-only
+        # entity its own (withdrawing a job it sent; a holder is told).
+        own = item is not None and bare(item.publisher) == actor.bare
+        privileged = may(affiliation, Action.RETRACT_ANY) or (
+            own and may(affiliation, Action.RETRACT_OWN)
+        )
         how = check_release(
             node.node_id, item_id, item, actor.jid, bool(subs), privileged, "retract"
         )
@@ -145,14 +142,27 @@ class QueuePolicy:
             # XEP-0254 §2.3: only the holder hears of it (also when a publisher
             # removed an item someone was working on).
             subids = (item.locked_by,) if item.locked_by else ()
-            work.effects.append(RetractNotice(holder, node.node_id, (item_id,), subids, queue=True))
+            work.effects.append(
+                RetractNotice(
+                    holder,
+                    node.node_id,
+                    (item_id,),
+                    subids,
+                    queue=True,
+                    headline=headline(node.config),
+                )
+            )
             work.deadlines_changed = True
 
     async def _tell_holders(self, work: Work, node: Node, reason: str) -> None:
         """Purge/delete: every lock holder hears that its item is gone."""
         for item in await work.tx.items.locked(node.node_id):
             if item.lock_jid:
-                work.effects.append(UnlockNotice(item.lock_jid, node.node_id, item.item_id, reason))
+                work.effects.append(
+                    UnlockNotice(
+                        item.lock_jid, node.node_id, item.item_id, reason, headline(node.config)
+                    )
+                )
 
     async def purge(self, work: Work, node: Node) -> int:
         await self._tell_holders(work, node, "purged")
@@ -160,7 +170,7 @@ class QueuePolicy:
         for item in removed:
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
         work.effects.extend(
-            PurgeNotice(j, node.node_id, queue=True)
+            PurgeNotice(j, node.node_id, queue=True, headline=headline(node.config))
             for j in await subscriber_jids(work.tx, node.node_id)
         )
         work.deadlines_changed = True
