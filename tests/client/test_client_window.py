@@ -138,3 +138,37 @@ def test_backoff_doubles_up_to_its_cap() -> None:
 def test_window_must_hold_at_least_one_request() -> None:
     with pytest.raises(ValueError):
         PublishWindow(0)
+
+
+async def test_a_refusal_while_the_component_is_away_is_retried() -> None:
+    """ejabberd answers forbidden for a component that is not connected (a takeover,
+    a restart): the window asks the service; it does not answer, so the publish is
+    sent again, and succeeds once the component is back."""
+    probes: list[str] = []
+
+    async def away() -> bool:
+        probes.append("probe")
+        return True
+
+    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=away)
+    send = FakeSender()
+    result = await window.submit(send, str)
+    send.sent[0].set_exception(StanzaError("forbidden", "Access denied by service policy", "auth"))
+    await settle()
+    assert probes == ["probe"] and len(send.sent) == 2
+    send.sent[1].set_result("ok")
+    assert await result == "ok"
+
+
+async def test_a_refusal_from_the_service_itself_is_final() -> None:
+    async def present() -> bool:
+        return False
+
+    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=present)
+    send = FakeSender()
+    result = await window.submit(send, str)
+    send.sent[0].set_exception(StanzaError("forbidden", "publish", "auth"))
+    await settle()
+    with pytest.raises(PublishError) as refused:
+        await result
+    assert refused.value.condition == "forbidden" and len(send.sent) == 1

@@ -34,6 +34,7 @@ from tests.integration.queue_helpers import (
     create_queue,
     ledger_events,
     publish,
+    unique,
     wait_until,
 )
 
@@ -311,3 +312,63 @@ async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(
     # own count can run ahead when a crash loses an unlock notice between the commit
     # and its sending: at-least-once, so it is not asserted.)
     assert most_locked <= 4, most_locked
+
+
+async def test_the_client_library_carries_on_across_a_takeover(
+    cluster: Cluster, accounts, xmpp_server
+) -> None:
+    """A Worker and a Publisher of ``xmpp_queue.client``: the active process is killed
+    in the middle of a stream of publishes; both carry on by themselves and every
+    published number is handled (at least once)."""
+    from xmpp_queue.client import Job, Publisher, ReconnectPolicy, Worker, json_payload
+
+    cluster.add()
+    await cluster.wait_active()
+    await cluster.wait_standing_by(cluster.add())
+    node = unique("ha")
+    handled: Counter[int] = Counter()
+    items = 60
+    all_done = asyncio.Event()
+
+    async def handle(job: Job) -> None:
+        handled[job.json()["n"]] += 1
+        if len(handled) == items:
+            all_done.set()
+
+    common = {
+        "host": xmpp_server.host,
+        "port": xmpp_server.c2s_port,
+        "allow_plain": True,
+        "reconnect": ReconnectPolicy(first_delay=0.2, max_delay=1.0, give_up_after=60.0),
+    }
+    domain = xmpp_server.domain
+    publisher = Publisher(f"pub@{domain}", "pass", accounts.component_jid, window=4, **common)
+    await publisher.connect()
+    await publisher.create_queue(node, lock_timeout=5, members=[f"w1@{domain}"])
+    worker = Worker(
+        f"w1@{domain}",
+        "pass",
+        accounts.component_jid,
+        node,
+        handle,
+        queue_requests=2,
+        name="ha-test",
+        **common,
+    )
+    await worker.start()
+    try:
+        futures = []
+        for n in range(items):
+            if n == items // 3:
+                active = await cluster.wait_active()
+                cluster.kill(active)
+            futures.append(await publisher.submit(node, json_payload({"n": n})))
+            await asyncio.sleep(0.02)
+        ids = await asyncio.wait_for(asyncio.gather(*futures), 60)
+        assert len(ids) == items
+        await asyncio.wait_for(all_done.wait(), 60)
+        assert sorted(handled) == list(range(items)), "no item lost"
+        assert cluster.takeovers() == 1
+    finally:
+        await asyncio.wait_for(worker.stop(grace=2), 20)
+        await asyncio.wait_for(publisher.close(), 20)

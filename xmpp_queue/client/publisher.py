@@ -31,7 +31,7 @@ from types import TracebackType
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
-from xmpp_queue.client.errors import ConnectionLost, PublishError
+from xmpp_queue.client.errors import ConnectionLost, PublishError, StanzaError
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.window import PublishWindow, RetryPolicy, as_publish_error
@@ -112,8 +112,20 @@ class Publisher:
         await session.open()
         self._session = session
         self._window = PublishWindow(
-            self._window_size, self._retry, self.reply_timeout, resend_after=session.up_future
+            self._window_size,
+            self._retry,
+            self.reply_timeout,
+            resend_after=session.up_future,
+            service_away=self._service_away,
         )
+
+    async def _service_away(self) -> bool:
+        """Whether the component is missing (its server answered for it)."""
+        try:
+            await (await self._link_up()).ping_service()
+        except StanzaError:
+            return True
+        return False
 
     async def close(self) -> None:
         """Wait for outstanding publishes, then end the stream."""

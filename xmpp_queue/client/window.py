@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -38,6 +38,8 @@ from xmpp_queue.client.errors import ConnectionLost, PublishError, StanzaError
 T = TypeVar("T")
 log = logging.getLogger("xmpp_queue.client")
 WARN_EVERY = 5.0  # seconds between two "still retrying" lines
+# What an XMPP server answers for a component that is not connected (ejabberd).
+ABSENT_CONDITIONS = frozenset({"forbidden", "service-unavailable"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ class PublishWindow(Generic[T]):
         retry: RetryPolicy | None = None,
         timeout: float | None = 30.0,
         resend_after: Callable[[], asyncio.Future[Any]] | None = None,
+        service_away: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("window must be at least 1")
@@ -82,6 +85,12 @@ class PublishWindow(Generic[T]):
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.resend_after = resend_after
+        # While no component process is connected (a restart, a takeover to a
+        # standby), the XMPP server answers for it: Prosody with a wait-type error,
+        # ejabberd with forbidden (no route). A refusal of that shape is checked by
+        # asking the service itself; if it does not answer, the refusal was not its.
+        self.service_away = service_away
+        self._checks: set[asyncio.Future[None]] = set()
         self.resent = 0
         self._unavailable: StanzaError | None = None  # set after a request gave up
         self._warned_at = float("-inf")
@@ -154,10 +163,28 @@ class PublishWindow(Generic[T]):
                 self._lost(request, exc)
             elif isinstance(exc, StanzaError) and exc.retryable:
                 self._retry_later(request, exc)
+            elif isinstance(exc, StanzaError) and self._maybe_absent(exc):
+                check = asyncio.ensure_future(self._check_absent(request, exc))
+                self._checks.add(check)
+                check.add_done_callback(self._checks.discard)
             else:
                 self._finish(request, exc=as_publish_error(exc))
 
         inner.add_done_callback(done)
+
+    def _maybe_absent(self, exc: StanzaError) -> bool:
+        return self.service_away is not None and exc.condition in ABSENT_CONDITIONS
+
+    async def _check_absent(self, request: _Request[T], exc: StanzaError) -> None:
+        assert self.service_away is not None
+        try:
+            away = await self.service_away()
+        except Exception:  # the stream went: the resend path takes it from here
+            away = True
+        if away:
+            self._retry_later(request, exc)
+        else:
+            self._finish(request, exc=as_publish_error(exc))
 
     def _retry_later(self, request: _Request[T], exc: StanzaError) -> None:
         loop = asyncio.get_running_loop()
