@@ -134,11 +134,18 @@ def line_chart(
 
     parts = _open(title, frame) + _y_axis(frame, ticks, unit)
     every = max(1, math.ceil(n / 6))
+    shown = None
     for i in range(0, n, every):
+        label = x_labels[i] if x_labels else ""
+        if label == shown:
+            continue  # never the same label twice in a row
+        shown = label
         x = frame.left + i * step
+        # The first label starts at the axis and the last ends at the edge: none is cut.
+        anchor = "start" if i == 0 else "end" if i + every >= n and n > 1 else "middle"
         parts.append(
-            f"<text x='{x:.1f}' y='{frame.height - 14}' text-anchor='middle' {FONT} "
-            f"fill='#4a5568'>{escape(x_labels[i]) if x_labels else ''}</text>"
+            f"<text x='{x:.1f}' y='{frame.height - 14}' text-anchor='{anchor}' {FONT} "
+            f"fill='#4a5568'>{escape(label)}</text>"
         )
     for s in series:
         points = [point(i, v) for i, v in enumerate(s.values) if v is not None]

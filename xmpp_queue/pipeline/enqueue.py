@@ -46,6 +46,7 @@ from xmpp_queue.pipeline.payloads import (
     record_of_payload,
     xml_problem,
 )
+from xmpp_queue.pipeline.progress import spark_progress
 from xmpp_queue.pipeline.settings import PublisherConfig
 
 FORMATS = ("csv", "json", "parquet")
@@ -309,9 +310,10 @@ def run_enqueue(
     )
     node, check_xml = options.node, options.payload == "xml"
     started = time.monotonic()
-    records = prepared.rdd.mapPartitions(
-        lambda rows: publish_partition(publisher, node, rows, check_xml)
-    ).collect()
+    with spark_progress(spark, f"publishing to {node}"):
+        records = prepared.rdd.mapPartitions(
+            lambda rows: publish_partition(publisher, node, rows, check_xml)
+        ).collect()
     summary = summarize(records)
     summary.seconds = time.monotonic() - started
     if options.rejects_path and summary.examples:

@@ -23,6 +23,7 @@ from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import NODE
 from xmpp_queue.pipeline import analytics
 from xmpp_queue.pipeline.ledger_io import write_parquet
+from xmpp_queue.pipeline.progress import spark_progress
 from xmpp_queue.pipeline.report_html import ReportData, render_report
 
 TABLES = ("node_buckets", "node_totals", "latency", "workers", "poison_candidates")
@@ -131,7 +132,8 @@ def run_report(
         paths = {}
         for name, frame in tables.by_name().items():
             path = os.path.join(options.out_dir, name)
-            write_parquet(frame, path)
+            with spark_progress(spark, f"report: {name}"):
+                write_parquet(frame, path)
             paths[name] = path
     finally:
         for frame in cached:

@@ -191,7 +191,8 @@ def _node_charts(data: ReportData) -> str:
     out = []
     for node, rows in data.buckets.items():
         points = _merge_buckets(rows, MAX_POINTS)
-        labels = [_time_label(r["bucket_start"], data.bucket_seconds) for r in points]
+        step = data.bucket_seconds * max(1, -(-len(rows) // MAX_POINTS))  # after merging
+        labels = time_labels([r["bucket_start"] for r in points], step)
         series = [
             Series(kind.value.replace("_", "-"), [r.get(kind.value) or 0 for r in points], color)
             for kind, color in zip(_THROUGHPUT_KINDS, PALETTE, strict=False)
@@ -207,41 +208,71 @@ def _node_charts(data: ReportData) -> str:
     return "\n".join(out)
 
 
-def _time_label(moment: Any, bucket_seconds: int) -> str:
-    if not isinstance(moment, datetime):
-        return str(moment)
-    return f"{moment:%m-%d}" if bucket_seconds >= 86400 else f"{moment:%m-%d %H:%M}"
+def time_labels(moments: Sequence[Any], bucket_seconds: int) -> list[str]:
+    """Axis labels for bucket starts: precise enough that neighbours differ, short
+    enough to fit. Seconds for buckets under a minute, minutes under a day, days
+    beyond; the date is shown once at the start and again where the day changes."""
+    if bucket_seconds >= 86400:
+        fmt = "%m-%d"
+    elif bucket_seconds >= 60:
+        fmt = "%H:%M"
+    else:
+        fmt = "%H:%M:%S"
+    out: list[str] = []
+    day = None
+    for moment in moments:
+        if not isinstance(moment, datetime):
+            out.append(str(moment))
+            continue
+        text = f"{moment:{fmt}}"
+        if fmt != "%m-%d" and moment.date() != day:
+            text = f"{moment:%m-%d} {text}"
+            day = moment.date()
+        out.append(text)
+    return out
 
 
 def _latency_charts(rows: Sequence[Row]) -> str:
-    if not rows:
-        return "<p class='empty'>No latency samples in this range.</p>"
-    charts = []
-    titles = {
-        "wait": "Wait (published → first delivery)",
-        "handling": "Handling (delivery → ack)",
-        "end_to_end": "End to end (published → ack)",
+    """One chart per node, each on its own scale: a node whose items wait minutes must
+    not flatten another's milliseconds to nothing."""
+    measures = {
+        "wait": "wait",
+        "handling": "handling",
+        "end_to_end": "end to end",
     }
-    for measure, title in titles.items():
-        picked = [r for r in rows if r["measure"] == measure and r.get("samples")]
-        if not picked:
+    nodes = list(dict.fromkeys(str(r["node"]) for r in rows if r.get("samples")))
+    charts = []
+    for node in nodes:
+        picked = {
+            r["measure"]: r
+            for r in rows
+            if str(r["node"]) == node and r.get("samples") and r["measure"] in measures
+        }
+        groups = [m for m in measures if m in picked]
+        if not groups:
             continue
-        nodes = [str(r["node"]) for r in picked]
         series = [
-            Series(p, [r.get(p) for r in picked], color)
+            Series(p, [picked[m].get(p) for m in groups], color)
             for p, color in zip(("p50", "p95", "p99"), PALETTE, strict=False)
         ]
-        charts.append(grouped_bar_chart(title, nodes, series, unit="seconds"))
+        title = f"{node}: latency (seconds)"
+        charts.append(grouped_bar_chart(title, [measures[m] for m in groups], series, "seconds"))
     if not charts:
         return "<p class='empty'>No latency samples in this range.</p>"
     return "<div class='row'>" + "".join(charts) + "</div>"
+
+
+def worker_label(jid: str) -> str:
+    """A worker as people name it: its resource (``Worker(name=...)``), then the account."""
+    bare, slash, resource = jid.partition("/")
+    return f"{resource} ({bare})" if slash and resource else jid
 
 
 def _worker_charts(rows: Sequence[Row]) -> str:
     if not rows:
         return "<p class='empty'>No worker activity in this range.</p>"
     top = sorted(rows, key=lambda r: -(r.get("handled") or 0))[:30]
-    labels = [str(r["worker"]) for r in top]
+    labels = [worker_label(str(r["worker"])) for r in top]
 
     def pct(value: Any) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"
