@@ -46,6 +46,7 @@ from xmpp_queue.core.errors import (
     PayloadTooBig,
     SubIdRequired,
 )
+from xmpp_queue.core.item_batches import check_batch, merge_retract_notices
 from xmpp_queue.core.model import (
     AccessModel,
     Actor,
@@ -370,16 +371,24 @@ class PubSubService:
         return await self._ctx.run(op)
 
     async def retract(
-        self, actor: Actor, node: str, item_id: str, notify: bool | None = None
+        self, actor: Actor, node: str, item_id: str | Sequence[str], notify: bool | None = None
     ) -> Outcome[None]:
-        """§7.2; on a queue node from the lock holder: the ack (XEP-0254 §2.3)."""
-        check_id(item_id, "item id")
+        """§7.2; on a queue node from the lock holder: the ack (XEP-0254 §2.3).
+
+        Several ids are §13.11's batch: all are retracted or none, and the error is
+        that of the first item that fails (the operation's savepoint undoes the
+        ones before it). The retract notices of the batch go out merged, one per
+        recipient."""
+        item_ids = check_batch(item_id)
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            item = await w.tx.items.get(node, item_id)
-            await self._types.of(n).retract(w, n, aff, item, item_id, actor, notify)
+            policy, first = self._types.of(n), len(w.effects)
+            for one in item_ids:
+                item = await w.tx.items.get(node, one)
+                await policy.retract(w, n, aff, item, one, actor, notify)
+            merge_retract_notices(w.effects, first)
 
         return await self._ctx.run(op)
 
@@ -491,16 +500,21 @@ class PubSubService:
         return await self._ctx.run(op)
 
     # --- queue (XEP-0254) ----------------------------------------------------------------
-    async def unlock(self, actor: Actor, node: str, item_id: str, delay: int = 0) -> Outcome[None]:
+    async def unlock(
+        self, actor: Actor, node: str, item_id: str | Sequence[str], delay: int = 0
+    ) -> Outcome[None]:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber,
-        not before *delay* seconds when given (our ``<unlock delay>``)."""
-        check_id(item_id, "item id")
+        not before *delay* seconds when given (our ``<unlock delay>``). Several ids
+        (our ``<unlock/>`` only): all or none, as a batch retract."""
+        item_ids = check_batch(item_id)
         if not 0 <= delay <= MAX_DELAY:
             raise BadRequest(f"delay must be between 0 and {MAX_DELAY}")
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
-            await self._types.of(n).unlock(w, n, actor, item_id, delay)
+            policy = self._types.of(n)
+            for one in item_ids:
+                await policy.unlock(w, n, actor, one, delay)
 
         return await self._ctx.run(op)
 

@@ -181,7 +181,7 @@ async def on_retract(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_retract(ps, el)
-    out = await svc.retract(actor, req.node, req.item_id, req.notify)
+    out = await svc.retract(actor, req.node, req.item_ids, req.notify)
     return Answer(render.empty_result_text(iq), out.effects)
 
 
@@ -283,8 +283,8 @@ async def on_extend(
 async def on_unlock_later(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
-    req = rq.parse_lock(ps, el)
-    out = await svc.unlock_later(actor, req.node, req.item_id, req.delay or 0)
+    req = rq.parse_batch_unlock(ps, el)
+    out = await svc.unlock(actor, req.node, req.item_ids, req.delay or 0)
     return Answer(render.empty_result_text(iq), out.effects)
 
 

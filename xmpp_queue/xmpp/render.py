@@ -13,6 +13,13 @@ the ack's retract, an unlock, purge/delete of a queue) are sent without a type
 take the normal routing to a bare JID's resources or to offline storage
 instead of being discarded; XEP-0060 §13.7 leaves the type to the service.
 
+Several items in one notification (a queue worker's ``pubsub#queue_max_batch``
+above 1): XEP-0131 headers belong to a whole stanza, but the item headers
+(``delivery-attempt``, a dead letter's origin) belong to each item, so in such a
+notice each item carries its own ``<headers/>`` after its payload and only the
+SubID stays on the message. Only a worker that asked for batches gets them; a
+one-item notice is exactly as before.
+
 Every message gets a fresh id so a bounce can be matched to it (XEP-0060 §13.4);
 ids start with :data:`NOTIFICATION_ID_PREFIX` so a bounced notification is
 recognised even after a restart.
@@ -291,10 +298,16 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str, queue
     headers: list[tuple[str, str]] = []
     if isinstance(effect, ItemNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
+        several = len(effect.items) > 1
         for notice_item in effect.items:
             item = _el(items, PUBSUB_EVENT, "item", id=notice_item.item_id)
             _add_payload(item, notice_item.payload)
-            headers.extend(notice_item.headers.items())
+            if several and notice_item.headers:
+                container = _el(item, SHIM, "headers")
+                for name, value in notice_item.headers.items():
+                    _el(container, SHIM, "header", name=name).text = value
+            elif not several:
+                headers.extend(notice_item.headers.items())
         headers.extend(_subid_headers(effect.subids))
     elif isinstance(effect, RetractNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
@@ -393,13 +406,17 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
     if isinstance(effect, ItemNotice) and effect.queue:
         parts = []
         headers: list[tuple[str, str]] = []
+        several = len(effect.items) > 1
         for it in effect.items:
             payload = it.payload or ""
             if "<!" in payload:
                 log.warning("event=payload_skipped reason=not_canonical")
                 payload = ""
+            if several:  # each item's own headers, inside it (see the module docstring)
+                payload += _headers_text(list(it.headers.items()))
+            else:
+                headers.extend(it.headers.items())
             parts.append(f"<item id={_attr(it.item_id)}>{payload}</item>")
-            headers.extend(it.headers.items())
         headers.extend(_subid_headers(effect.subids))
         body = f"<items node={_attr(effect.node)}>{''.join(parts)}</items>"
     elif isinstance(effect, RetractNotice) and effect.queue:
