@@ -293,6 +293,8 @@ class Worker:
         runner = self._runner
         if runner is None:
             return
+        if any(isinstance(e, ItemEvent) for e in events):
+            self.stats.notifications += 1
         for event in events:
             if event.node != self.node:
                 continue
