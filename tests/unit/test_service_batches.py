@@ -21,6 +21,7 @@ from xmpp_queue.core.errors import (
     ItemLockedByOther,
     ItemNotFound,
     ItemRequired,
+    NodeFull,
 )
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor
@@ -227,3 +228,23 @@ async def test_batch_unlock_gives_every_item_back_or_none(service: PubSubService
     assert [(u.item_id, u.reason) for u in unlocks] == [("i0", "unlocked"), ("i1", "unlocked")]
     assert sorted(await locked_to(service)) == ["i2"]
     assert await ledger(service, EventKind.UNLOCKED) == ["i0", "i1"]
+
+
+# --- several items per publish (XEP-0060 §13.11) ---------------------------------------
+
+
+async def test_13_11_batch_publish_is_one_operation_all_or_none(service: PubSubService) -> None:
+    await queue(service)
+    await service.configure_node(OWNER, "jobs", {"pubsub#max_items": ["3"]})
+    sub = await batch_worker(service, ALICE, 8, 8)
+    four = [(f"p{i}", "<j/>", 4) for i in range(4)]
+    with pytest.raises(NodeFull):  # the fourth does not fit: none is stored
+        await service.publish_items(PUB, "jobs", four)
+    assert await locked_to(service) == {}
+    assert await ledger(service, EventKind.PUBLISHED) == []
+    out = await service.publish_items(PUB, "jobs", [("p0", "<j/>", 4), (None, "<j/>", 4)])
+    assert out.value[0] == "p0" and out.value[1]
+    assert item_notices(out.effects) == [(ALICE.jid, out.value)]
+    assert set((await locked_to(service)).values()) == {sub}
+    with pytest.raises(ItemRequired):
+        await service.publish_items(PUB, "jobs", [])

@@ -40,6 +40,7 @@ from xmpp_queue.core.errors import (
     InvalidJid,
     InvalidSubId,
     ItemForbidden,
+    ItemRequired,
     NodeExists,
     NotSubscribed,
     PayloadRequired,
@@ -61,6 +62,7 @@ from xmpp_queue.core.model import (
     bare,
 )
 from xmpp_queue.core.node_config import (
+    MAX_BATCH_ITEMS,
     SubscribeOptions,
     apply_config,
     check_preconditions,
@@ -345,10 +347,30 @@ class PubSubService:
     ) -> Outcome[str]:
         """§7.1: returns the item id (generated when None). On a queue node the item
         is locked to one subscriber in the same transaction (XEP-0254 §2.2)."""
-        if item_id is not None:
-            check_id(item_id, "item id")
+        out = await self.publish_items(
+            actor, node, [(item_id, payload, payload_size)], publish_options
+        )
+        return Outcome(out.value[0], out.effects)
 
-        async def op(w: Work) -> str:
+    async def publish_items(
+        self,
+        actor: Actor,
+        node: str,
+        items: Sequence[tuple[str | None, str | None, int]],
+        publish_options: FormValues | None = None,
+    ) -> Outcome[list[str]]:
+        """§7.1 for (item id, payload, size) triples; several are §13.11's batch: one
+        operation, so all are stored or none (the first refusal is the answer) and
+        the answer comes after the one commit that holds them all."""
+        if not items:
+            raise ItemRequired()
+        if len(items) > MAX_BATCH_ITEMS:
+            raise BadRequest(f"at most {MAX_BATCH_ITEMS} items per request")
+        for item_id, _, _ in items:
+            if item_id is not None:
+                check_id(item_id, "item id")
+
+        async def op(w: Work) -> list[str]:
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
             subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
@@ -357,16 +379,18 @@ class PubSubService:
                 raise Forbidden("publish")
             if publish_options:
                 check_preconditions(n.config, publish_options)
-            cfg = n.config
-            if payload is None and cfg.deliver_payloads and cfg.persist_items:
-                raise PayloadRequired()
-            if payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
-                raise ItemForbidden()
-            if payload_size > cfg.max_payload_size:
-                raise PayloadTooBig(payload_size, cfg.max_payload_size)
-            new_id = item_id or self._ctx.new_id()
-            await self._types.of(n).publish(w, n, new_id, payload, payload_size, actor.jid, {})
-            return new_id
+            cfg, policy, ids = n.config, self._types.of(n), []
+            for item_id, payload, payload_size in items:
+                if payload is None and cfg.deliver_payloads and cfg.persist_items:
+                    raise PayloadRequired()
+                if payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
+                    raise ItemForbidden()
+                if payload_size > cfg.max_payload_size:
+                    raise PayloadTooBig(payload_size, cfg.max_payload_size)
+                new_id = item_id or self._ctx.new_id()
+                await policy.publish(w, n, new_id, payload, payload_size, actor.jid, {})
+                ids.append(new_id)
+            return ids
 
         return await self._ctx.run(op)
 

@@ -171,9 +171,7 @@ async def on_publish(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_publish(ps, el)
-    out = await svc.publish(
-        actor, req.node, req.item_id, req.payload_xml, req.payload_size, req.publish_options
-    )
+    out = await svc.publish_items(actor, req.node, req.items, req.publish_options)
     return Answer(render.publish_result_text(iq, req.node, out.value), out.effects)
 
 

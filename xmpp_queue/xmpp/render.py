@@ -138,11 +138,14 @@ def empty_result_text(iq: RequestXml) -> str:
     return _result_head(iq) + "/>"
 
 
-def publish_result_text(iq: RequestXml, node: str, item_id: str) -> str:
-    """:func:`publish_result` as text: the answer every publish gets."""
+def publish_result_text(iq: RequestXml, node: str, item_ids: str | Sequence[str]) -> str:
+    """:func:`publish_result` as text: the answer every publish gets (§13.11: one
+    ``<item/>`` per item of a batch, in request order)."""
+    ids = (item_ids,) if isinstance(item_ids, str) else item_ids
+    items = "".join(f"<item id={_attr(i)}/>" for i in ids)
     return (
         f"{_result_head(iq)}><pubsub xmlns='{PUBSUB}'><publish node={_attr(node)}>"
-        f"<item id={_attr(item_id)}/></publish></pubsub></iq>"
+        f"{items}</publish></pubsub></iq>"
     )
 
 

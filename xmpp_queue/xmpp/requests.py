@@ -90,10 +90,10 @@ class DefaultOptionsRequest:
 
 @dataclass(frozen=True, slots=True)
 class PublishRequest:
+    """§7.1; several ``<item/>`` are §13.11's batch: (id, payload, size) each."""
+
     node: str
-    item_id: str | None
-    payload_xml: str | None
-    payload_size: int
+    items: tuple[tuple[str | None, str | None, int], ...]
     publish_options: FormValues | None
 
 
@@ -332,9 +332,7 @@ def parse_publish(pubsub: ET.Element, el: ET.Element) -> PublishRequest:
     items = el.findall(f"{{{PUBSUB}}}item")
     if not items:
         raise ItemRequired()
-    if len(items) > 1:
-        raise BadRequest("one item per publish (XEP-0060 §13.11 batches are not supported)")
-    payload, size = item_payload(items[0])
+    parsed = tuple((item.get("id"), *item_payload(item)) for item in items)
     options_el = _child(pubsub, PUBSUB, "publish-options")
     options = None
     x = find_form(options_el)
@@ -343,8 +341,7 @@ def parse_publish(pubsub: ET.Element, el: ET.Element) -> PublishRequest:
         if form.form_type not in (None, PUBLISH_OPTIONS_FORM):
             raise BadRequest("publish-options must be a pubsub#publish-options form")
         options = form.values
-    item_id = items[0].get("id")
-    return PublishRequest(node, item_id, payload, size, options)
+    return PublishRequest(node, parsed, options)
 
 
 def parse_retract(pubsub: ET.Element, el: ET.Element) -> RetractRequest:
