@@ -47,14 +47,19 @@ def queue_members(to: str, node: str, jids: list[str]) -> str:
     )
 
 
-def subscribe_queue(to: str, node: str, jid: str, queue_requests: int) -> str:
+def subscribe_queue(to: str, node: str, jid: str, queue_requests: int, batch: int = 1) -> str:
+    """XEP-0254 §2.1 subscribe-and-configure; *batch* above 1 also asks for up to that
+    many items per notification (``pubsub#queue_max_batch``)."""
+    extra = (
+        f"<field var='pubsub#queue_max_batch'><value>{batch}</value></field>" if batch > 1 else ""
+    )
     return (
         f"<iq type='set' to='{to}' id='sub1'><pubsub xmlns='{PUBSUB}'>"
         f"<subscribe node='{node}' jid='{jid}'/><options>"
         "<x xmlns='jabber:x:data' type='submit'><field var='FORM_TYPE' type='hidden'>"
         f"<value>{PUBSUB}#subscribe_options</value></field>"
         f"<field var='pubsub#queue_requests'><value>{queue_requests}</value></field>"
-        "</x></options></pubsub></iq>"
+        f"{extra}</x></options></pubsub></iq>"
     )
 
 
@@ -130,11 +135,23 @@ class Tracker:
 
 
 class Publisher:
-    """Keeps `window` publishes outstanding, or sends on a fixed schedule (`rate`)."""
+    """Keeps `window` items outstanding, or sends on a fixed schedule (`rate`).
 
-    def __init__(self, client: LightClient, to: str, node: str, tracker: Tracker) -> None:
+    With *batch* above 1, items that leave together go in one publish of up to
+    *batch* items (XEP-0060 §13.11; id ``p<first>-<count>``), answered after the
+    one commit that holds them all. Nothing waits to fill a batch."""
+
+    def __init__(
+        self, client: LightClient, to: str, node: str, tracker: Tracker, batch: int = 1
+    ) -> None:
         self.client, self.tracker = client, tracker
         self._template = _PUBLISH.format(to=to, node=node).encode()
+        self._head = (
+            f"<iq type='set' to='{to}' id='p%d-%d'><pubsub xmlns='{PUBSUB}'><publish node='{node}'>"
+        ).encode()
+        self._item = b"<item id='i%d'><job xmlns='urn:example:bench'>%.6f</job></item>"
+        self._tail = b"</publish></pubsub></iq>"
+        self.batch = batch
         self.window = 0
         self._next = 0
         self._end = 0
@@ -144,6 +161,20 @@ class Publisher:
         self.tracker.sent[idx] = now
         return self._template % (idx, idx, now)
 
+    def _stanzas(self, start: int, end: int, now: float) -> bytes:
+        """Items [start, end) as publishes: one each, or batches of `batch`."""
+        if self.batch <= 1:
+            return b"".join(self._make(i, now) for i in range(start, end))
+        out = []
+        for first in range(start, end, self.batch):
+            last = min(end, first + self.batch)
+            items = []
+            for i in range(first, last):
+                self.tracker.sent[i] = now
+                items.append(self._item % (i, now))
+            out.append(self._head % (first, last - first) + b"".join(items) + self._tail)
+        return b"".join(out)
+
     def start_window(self, start: int, end: int, window: int) -> None:
         self.window, self._next, self._end = window, start, end
         first = self._refill()
@@ -151,13 +182,13 @@ class Publisher:
             self.client.send(first)
 
     def _refill(self) -> bytes | None:
-        out: list[bytes] = []
-        now = time.perf_counter()
-        while self._outstanding < self.window and self._next < self._end:
-            out.append(self._make(self._next, now))
-            self._next += 1
-            self._outstanding += 1
-        return b"".join(out) if out else None
+        count = min(self.window - self._outstanding, self._end - self._next)
+        if count <= 0:
+            return None
+        start = self._next
+        self._next += count
+        self._outstanding += count
+        return self._stanzas(start, start + count, time.perf_counter())
 
     async def send_at_rate(self, start: int, end: int, rate: float) -> None:
         """Open loop: item k leaves at t0 + k/rate, whatever the answers (late ones in bulk)."""
@@ -168,7 +199,7 @@ class Publisher:
             now = time.perf_counter()
             due = min(end, start + int((now - t0) * rate) + 1)
             if due > idx:
-                self.client.send(b"".join(self._make(i, now) for i in range(idx, due)))
+                self.client.send(self._stanzas(idx, due, now))
                 self._outstanding += due - idx
                 idx = due
             await asyncio.sleep(max(0.0, t0 + (idx - start) / rate - time.perf_counter()))
@@ -183,9 +214,12 @@ class Publisher:
             head = start_tag(stanza)
             iq_id = attr(head, b"id") or b""
             if iq_id.startswith(b"p"):
-                self._outstanding -= 1
+                first, _, count = iq_id[1:].partition(b"-")
                 ok = attr(head, b"type") == b"result"
-                tracker.on_publish_result(int(iq_id[1:]), ok, now, stanza)
+                n = int(count) if count else 1
+                self._outstanding -= n
+                for idx in range(int(first), int(first) + n):
+                    tracker.on_publish_result(idx, ok, now, stanza)
         if self.window:
             return self._refill()
         return None
@@ -194,13 +228,26 @@ class Publisher:
 class Worker:
     """Acks (retracts) every delivered item at once; replies of one read go in one write.
 
+    With *batch* above 1 (the worker subscribed with ``pubsub#queue_max_batch``), the
+    items of one read are acked in ONE retract naming them all (XEP-0060 §13.11), as
+    the client library's coalescing does; otherwise one retract per item.
+
     `max_in_flight` is the most items this worker held at once as it saw them (delivered,
     ack not yet answered): it must never exceed its `queue_requests`.
     """
 
-    def __init__(self, client: LightClient, to: str, node: str, tracker: Tracker) -> None:
+    def __init__(
+        self, client: LightClient, to: str, node: str, tracker: Tracker, batch: int = 1
+    ) -> None:
         self.client, self.tracker = client, tracker
         self._retract = _RETRACT.format(to=to, node=node).encode()
+        self._head = (
+            f"<iq type='set' to='{to}' id='rb%d'><pubsub xmlns='{PUBSUB}'><retract node='{node}'>"
+        ).encode()
+        self._tail = b"</retract></pubsub></iq>"
+        self.batch = batch
+        self._acks: dict[int, list[bytes]] = {}
+        self._next_ack = 0
         self.received = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -210,6 +257,7 @@ class Worker:
         template = self._retract
         now = time.perf_counter()
         out: list[bytes] = []
+        delivered: list[bytes] = []
         for stanza in batch:
             if stanza.startswith(b"<message"):
                 for m in _ITEM_ID.finditer(stanza):
@@ -217,7 +265,10 @@ class Worker:
                     tracker.on_delivery(int(num), now)
                     self.received += 1
                     self.in_flight += 1
-                    out.append(template % (num, num))
+                    if self.batch > 1:
+                        delivered.append(num)
+                    else:
+                        out.append(template % (num, num))
             elif stanza.startswith(b"<iq"):
                 head = start_tag(stanza)
                 iq_id = attr(head, b"id") or b""
@@ -225,6 +276,17 @@ class Worker:
                     ok = attr(head, b"type") == b"result"
                     tracker.on_ack(int(iq_id[2:]), ok, now, stanza)
                     self.in_flight -= 1
+                elif iq_id.startswith(b"rb"):
+                    ok = attr(head, b"type") == b"result"
+                    for num in self._acks.pop(int(iq_id[2:]), []):
+                        tracker.on_ack(int(num), ok, now, stanza)
+                        self.in_flight -= 1
+        for start in range(0, len(delivered), 1000):  # the service's bound per request
+            nums = delivered[start : start + 1000]
+            self._next_ack += 1
+            self._acks[self._next_ack] = nums
+            items = b"".join(b"<item id='i%s'/>" % n for n in nums)
+            out.append(self._head % self._next_ack + items + self._tail)
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
         return b"".join(out) if out else None

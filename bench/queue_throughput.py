@@ -14,6 +14,7 @@ Run from the repository root:
     python bench/queue_throughput.py                       # SQLite + PostgreSQL, window 32
     python bench/queue_throughput.py --window 32,1 --rate 500 --items 5000
     python bench/queue_throughput.py --null-only           # the baseline alone
+    python bench/queue_throughput.py --rabbitmq --batch 1,8 --repeat 3  # issue 14's run
     python bench/queue_throughput.py --backends sqlite --rate 500 --skip-null \
         --metrics both --repeat 3                          # the cost of [http] metrics
 Everything it starts (Prosody, components, py-spy) is stopped at the end; a global
@@ -81,15 +82,19 @@ PG_URL = f"postgresql://postgres@127.0.0.1:5432/{PG_DB}"
 
 @dataclass(frozen=True)
 class Scenario:
-    target: str  # null-iq | null-message | sqlite | postgresql
+    target: str  # null-iq | null-message | sqlite | postgresql | rabbitmq
     window: int = 0  # closed loop: publishes outstanding
     rate: float = 0.0  # open loop: publishes per second
     metrics: bool = False  # [http] on, /metrics scraped during the measurement
+    batch: int = 1  # workers' pubsub#queue_max_batch (and acks per retract); 1 = plain
+    publish_batch: int = 1  # items per publish (XEP-0060 §13.11); 1 = plain
 
     @property
     def label(self) -> str:
         load = f"rate {self.rate:g}/s" if self.rate else f"window {self.window}"
-        return f"{self.target}, {load}" + (", metrics" if self.metrics else "")
+        batch = f", batch {self.batch}" if self.batch > 1 else ""
+        batch += f", publish batch {self.publish_batch}" if self.publish_batch > 1 else ""
+        return f"{self.target}{batch}, {load}" + (", metrics" if self.metrics else "")
 
 
 @dataclass
@@ -214,6 +219,8 @@ class Bench:
         return LightClient("127.0.0.1", port, DOMAIN, user, PASSWORD, resource)
 
     async def run(self, scenario: Scenario) -> Figures:
+        if scenario.target == "rabbitmq":
+            return await self._rabbitmq(scenario)
         tmp = Path(tempfile.mkdtemp(prefix="scenario-", dir=self.workdir))
         if scenario.target.startswith("null-"):
             mode = scenario.target.removeprefix("null-")
@@ -227,6 +234,42 @@ class Bench:
             return await self._drive(scenario, domain, server, tmp)
         finally:
             server.stop()
+
+    async def _rabbitmq(self, scenario: Scenario) -> Figures:
+        """The same job on the machine's RabbitMQ (``rabbitmq_reference``), in this run,
+        so the comparison shares the machine's load of the moment."""
+        from rabbitmq_reference import one_run
+
+        a = self.args
+        options = argparse.Namespace(
+            url=a.rabbitmq_url,
+            items=a.items,
+            warmup=a.warmup,
+            window=scenario.window,
+            rate=scenario.rate,
+            workers=a.workers,
+            prefetch=a.queue_requests,
+            timeout=a.batch_timeout,
+        )
+        r = await one_run(options)
+        return Figures(
+            scenario=scenario.label,
+            items=a.items,
+            completed=True,
+            seconds=a.items / r["items_s"],
+            items_per_s=r["items_s"],
+            delivery=Latency(r["deliver_p50"], r["deliver_p99"], 0.0),
+            publish_rtt=Latency(r["confirm_p50"], r["confirm_p99"], 0.0),
+            publish_to_ack=None,
+            component_us=r["broker_us"],
+            prosody_us=0.0,
+            loadgen_us=r["client_us"],
+            other_cores=r["others"],
+            steal_cores=0.0,
+            duplicates=int(r["duplicates"]),
+            errors=0,
+            error_samples=[],
+        )
 
     def _start_component(self, backend: str, tmp: Path, metrics: bool = False) -> Child:
         if backend == "postgresql":
@@ -257,12 +300,12 @@ class Bench:
         clients = [pub, *workers]
         try:
             await asyncio.gather(*(c.connect() for c in clients))
-            await self._set_up(domain, server, pub, workers)
+            await self._set_up(domain, server, pub, workers, scenario.batch)
             warm, n = args.warmup, args.items
             tracker = Tracker(warm + n)
-            publisher = Publisher(pub, domain, NODE, tracker)
+            publisher = Publisher(pub, domain, NODE, tracker, scenario.publish_batch)
             pub.hand_over(publisher.handle)
-            roles = [Worker(w, domain, NODE, tracker) for w in workers]
+            roles = [Worker(w, domain, NODE, tracker, scenario.batch) for w in workers]
             for w, role in zip(workers, roles, strict=True):
                 w.hand_over(role.handle)
             only_publish = n_workers == 0
@@ -305,7 +348,12 @@ class Bench:
             await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
     async def _set_up(
-        self, domain: str, server: Child, pub: LightClient, workers: list[LightClient]
+        self,
+        domain: str,
+        server: Child,
+        pub: LightClient,
+        workers: list[LightClient],
+        batch: int = 1,
     ) -> None:
         """Wait for the component, create the queue node, subscribe every worker."""
         args = self.args
@@ -321,7 +369,7 @@ class Bench:
             w.send(f"<presence/><presence to='{domain}'/>")
             jid = w.bare if args.subscribe_jid == "bare" else w.jid
             answer = await w.request(
-                subscribe_queue(domain, NODE, jid, args.queue_requests), "sub1"
+                subscribe_queue(domain, NODE, jid, args.queue_requests, batch), "sub1"
             )
             if not is_result(answer):
                 raise SetupError(f"subscribe failed: {answer[:600]!r}")
@@ -419,10 +467,18 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     if not args.skip_null:
         out += [Scenario("null-iq", window=s.window) for s in loads if s.window]
         out += [Scenario("null-message", s.window, s.rate) for s in loads]
+    if args.rabbitmq:
+        out += [Scenario("rabbitmq", s.window, s.rate) for s in loads]
     if not args.null_only:
         for backend in args.backends:
             for metrics in {"off": [False], "on": [True], "both": [False, True]}[args.metrics]:
-                out += [Scenario(backend, s.window, s.rate, metrics) for s in loads]
+                for batch in args.batch:
+                    pub_batches = args.publish_batch if batch > 1 else [1]
+                    out += [
+                        Scenario(backend, s.window, s.rate, metrics, batch, pb)
+                        for pb in pub_batches
+                        for s in loads
+                    ]
     return out
 
 
@@ -565,6 +621,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--queue-requests", type=int, default=8)
     p.add_argument("--backends", type=_list(str), default=["sqlite", "postgresql"])
+    p.add_argument(
+        "--batch",
+        type=_list(int),
+        default=[1],
+        help="workers' pubsub#queue_max_batch, e.g. 1,8 (1: plain XEP-0254, one ack per item)",
+    )
+    p.add_argument(
+        "--publish-batch",
+        type=_list(int),
+        default=[1],
+        help="items per publish in the batched scenarios (--batch above 1), e.g. 1,8",
+    )
+    p.add_argument(
+        "--rabbitmq", action="store_true", help="also run the RabbitMQ reference in this run"
+    )
+    p.add_argument("--rabbitmq-url", default="amqp://guest:guest@127.0.0.1:5672/")
     p.add_argument("--null-only", action="store_true", help="only the null component")
     p.add_argument("--skip-null", action="store_true", help="skip the null component")
     p.add_argument("--nagle", action="store_true", help="leave Nagle on in Prosody")

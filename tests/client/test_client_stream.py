@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -123,8 +123,11 @@ class FakeLink:
     async def ping_service(self) -> None:
         return None
 
-    async def subscribe_queue(self, node: str, queue_requests: int) -> SubscriptionResult:
-        self.log.append(f"subscribe {node} {queue_requests}")
+    async def subscribe_queue(
+        self, node: str, queue_requests: int, max_batch: int = 1
+    ) -> SubscriptionResult:
+        batch = f" batch {max_batch}" if max_batch > 1 else ""
+        self.log.append(f"subscribe {node} {queue_requests}{batch}")
         return SubscriptionResult("sub-1", "subscribed")
 
     async def unsubscribe(self, node: str, subid: str | None = None) -> None:
@@ -135,6 +138,12 @@ class FakeLink:
 
     async def unlock(self, node: str, item_id: str) -> None:
         self.log.append(f"unlock {item_id}")
+
+    async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
+        self.log.append(f"retract {','.join(item_ids)}")
+
+    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
+        self.log.append(f"unlock {','.join(item_ids)}")
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         self.log.append(f"extend {item_id}")

@@ -161,6 +161,47 @@ async def test_every_item_is_processed_once_within_each_workers_window(
     assert w1.stats.returned == w2.stats.returned == 0
 
 
+async def test_batched_workers_get_several_items_per_message_and_ack_them_together(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """XEP-0060 §7.1.2.1 several items per notification (``pubsub#queue_max_batch``),
+    §13.11 several acks per retract and our batch unlock, through the real server:
+    every item exactly once, windows kept, a failed first try comes back."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    futures = [await publisher.submit(node, json_payload({"n": n})) for n in range(60)]
+    await asyncio.gather(*futures)
+    tally = Tally(60)
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+
+    def handler_for(name: str) -> Callable[[Job], Awaitable[None]]:
+        async def handle(job: Job) -> None:
+            running[name] += 1
+            peak[name] = max(peak[name], running[name])
+            await asyncio.sleep(0.002)
+            running[name] -= 1
+            n = job.json()["n"]
+            if n % 10 == 0 and job.delivery == 1:
+                raise RuntimeError("first try fails")  # a nack, batched with others
+            tally.record(str(n))
+
+        return handle
+
+    w1 = await worker("w1", node, handler_for("w1"), queue_requests=8, max_batch=8)
+    w2 = await worker("w2", node, handler_for("w2"), queue_requests=4, max_batch=4)
+    await tally.wait()
+    await until(lambda: w1.stats.acked + w2.stats.acked == 60)
+    assert sorted(tally.done) == sorted(str(n) for n in range(60))
+    assert set(tally.done.values()) == {1}
+    assert peak["w1"] <= 8 and peak["w2"] <= 4, f"window exceeded: {dict(peak)}"
+    assert w1.stats.failed + w2.stats.failed == 6
+    received = w1.stats.received + w2.stats.received
+    assert received == 66  # 60 items, 6 of them twice
+    assert w1.stats.notifications + w2.stats.notifications < received, "no batch was sent"
+    assert w1.stats.lost == w2.stats.lost == w1.stats.returned == w2.stats.returned == 0
+
+
 async def test_publish_with_an_id_returns_it_and_errors_are_typed(publisher: Publisher) -> None:
     node = unique("q")
     await publisher.create_queue(node)

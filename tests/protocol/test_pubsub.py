@@ -160,14 +160,25 @@ async def test_7_1_3_1_publish_forbidden(stream: Stream) -> None:
     assert error_of(reply) == ("auth", "forbidden", None)
 
 
-async def test_7_1_3_item_required_and_one_item_only(stream: Stream) -> None:
+async def test_7_1_3_item_required(stream: Stream) -> None:
     await make_node(stream, "news")
     reply, _ = await stream.iq("set", OWNER, pubsub("<publish node='news'/>"))
     assert error_of(reply) == ("modify", "bad-request", "item-required")
-    reply, _ = await stream.iq(
-        "set", OWNER, pubsub("<publish node='news'><item id='a'/><item id='b'/></publish>")
-    )
-    assert error_of(reply) == ("modify", "bad-request", None)
+
+
+async def test_13_11_batch_publish_is_all_or_none_and_answers_every_id(stream: Stream) -> None:
+    """§13.11: several items in one publish (DESIGN: §13.11 wins over §7.1.1's "one
+    item" note); one bad item fails the whole batch and stores nothing."""
+    await make_node(stream, "news")
+    bad = "<item id='a'><e xmlns='urn:e'/></item><item id='b'/>"  # b: payload required
+    reply, _ = await stream.iq("set", OWNER, pubsub(f"<publish node='news'>{bad}</publish>"))
+    assert error_of(reply) == ("modify", "bad-request", "payload-required")
+    items, _ = await stream.iq("get", OWNER, pubsub("<items node='news'/>"), iq_id="g")
+    assert find(items, "ps:pubsub/ps:items").findall("ps:item", NS) == []
+    good = "<item id='a'><e xmlns='urn:e'/></item><item><e xmlns='urn:e'/></item>"
+    reply, _ = await stream.iq("set", OWNER, pubsub(f"<publish node='news'>{good}</publish>"))
+    ids = [i.get("id") for i in reply.findall("ps:pubsub/ps:publish/ps:item", NS)]
+    assert ids[0] == "a" and ids[1] and len(ids) == 2
 
 
 async def test_7_1_3_payload_required_on_a_payload_node(stream: Stream) -> None:

@@ -15,7 +15,12 @@ After every step it checks:
   purge in the ledger; and the ledger's last word on each item agrees;
 - **refusals change nothing**: an operation that raised left nodes, items,
   locks, subscriptions, affiliations and the ledger exactly as they were;
-- **windows**: dispatch never pushes a subscription past its ``queue_requests``;
+- **windows**: dispatch never pushes a subscription past its ``queue_requests``,
+  and no notification carries more items than its subscriber's
+  ``pubsub#queue_max_batch``;
+- **batches**: a retract or unlock naming several items (XEP-0060 §13.11, our
+  ``<unlock/>``) that succeeds acted on every one of them (one ledger row each);
+  one that is refused changed nothing (the refusal rule above);
 - **reload**: after a restart the store equals the one that was running.
 
 Budget: ``XMPP_QUEUE_PROPERTY_EXAMPLES`` examples of up to
@@ -50,6 +55,7 @@ from hypothesis.stateful import (
 )
 
 from tests.unit.conftest import FakeClock
+from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
@@ -105,6 +111,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.ids = itertools.count(1)
         self.published: list[str] = []
         self.loads: dict[str, int] = {}
+        self.max_batch: dict[str, int] = {}  # per worker JID, as last subscribed
         self.subids = itertools.count(1)  # across restarts, as random ids would be
         self.store = self.run(type(self).open_store())
         self.service = self._service()
@@ -175,11 +182,21 @@ class QueueMachine(RuleBasedStateMachine):
         done = self.attempt(lambda: self.service.publish(actor, QUEUE, item_id, "<job/>", 6))
         if done is not None:
             self.published.append(item_id)
+            self.check_notices(done)
 
-    @rule(worker=st.sampled_from(WORKERS), window=st.integers(0, 3))
-    def subscribe(self, worker: Actor, window: int) -> None:
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        window=st.integers(0, 3),
+        max_batch=st.sampled_from([None, 1, 2, 3, 0]),
+    )
+    def subscribe(self, worker: Actor, window: int, max_batch: int | None) -> None:
         options = {"pubsub#queue_requests": [str(window)]}
-        self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid, options))
+        if max_batch is not None:
+            options["pubsub#queue_max_batch"] = [str(max_batch)]
+        done = self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid, options))
+        if done is not None:
+            self.max_batch[worker.jid] = max_batch or self.max_batch.get(worker.jid, 1)
+            self.check_notices(done)
 
     @rule(worker=st.sampled_from(WORKERS))
     def subscribe_without_a_window(self, worker: Actor) -> None:
@@ -203,6 +220,42 @@ class QueueMachine(RuleBasedStateMachine):
     def unlock(self, actor: Actor, data: st.DataObject) -> None:
         item_id = self._some_item(data)
         self.attempt(lambda: self.service.unlock(actor, QUEUE, item_id))
+
+    def _some_items(self, data: st.DataObject) -> list[str]:
+        pool = [*self.published[-6:], "nothing"]
+        return data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4))
+
+    async def _count(self, kinds: set[EventKind]) -> int:
+        async with self.store.transaction() as tx:
+            return sum(1 for e in await tx.ledger.events(QUEUE) if e.kind in kinds)
+
+    @rule(actor=st.sampled_from(ANYONE), data=st.data())
+    def ack_or_retract_several(self, actor: Actor, data: st.DataObject) -> None:
+        """XEP-0060 §13.11: all of them or none (none is checked by ``attempt``)."""
+        ids = self._some_items(data)
+        before = self.run(self._count(GONE))
+        done = self.attempt(lambda: self.service.retract(actor, QUEUE, ids))
+        if done is not None:
+            assert self.run(self._count(GONE)) == before + len(ids), "a batch acked only part"
+            self.check_notices(done)
+
+    @rule(worker=st.sampled_from(WORKERS), data=st.data())
+    def unlock_several(self, worker: Actor, data: st.DataObject) -> None:
+        """Our batch ``<unlock/>``: every item given back, or none."""
+        ids = self._some_items(data)
+        before = self.run(self._count({EventKind.UNLOCKED}))
+        done = self.attempt(lambda: self.service.unlock(worker, QUEUE, ids))
+        if done is not None:
+            after = self.run(self._count({EventKind.UNLOCKED}))
+            assert after == before + len(ids), "a batch unlocked only part"
+            self.check_notices(done)
+
+    def check_notices(self, outcome: Any) -> None:
+        """No notification carries more items than its subscriber's max_batch."""
+        for effect in outcome.effects:
+            if isinstance(effect, ItemNotice):
+                limit = self.max_batch.get(effect.to, 1)
+                assert 1 <= len(effect.items) <= limit, (effect.to, len(effect.items), limit)
 
     @rule(actor=st.sampled_from(ANYONE), data=st.data(), seconds=st.sampled_from([None, 5, 60]))
     def extend(self, actor: Actor, data: st.DataObject, seconds: int | None) -> None:

@@ -170,6 +170,7 @@ class WorkerStats:
     """What a worker did, for logs, progress displays and tests."""
 
     received: int = 0
+    notifications: int = 0  # messages that carried items (fewer than received: batches)
     acked: int = 0
     failed: int = 0  # the handler raised: unlocked for someone else
     lost: int = 0  # the service took the lock back: result dropped

@@ -9,7 +9,7 @@ send a message that looks like a notification) go to ``on_events``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
@@ -21,6 +21,7 @@ log = logging.getLogger("xmpp_queue.client")
 EventsCallback = Callable[[list[wire.Event]], None]
 
 QUEUE_REQUESTS = "pubsub#queue_requests"
+QUEUE_MAX_BATCH = "pubsub#queue_max_batch"
 
 
 def form_value(value: str | int | bool) -> str:
@@ -107,9 +108,16 @@ class PubSubLink:
         result = await self.call(wire.subscribe(node, self.jid, fields))
         return wire.subscription_of(result)
 
-    async def subscribe_queue(self, node: str, queue_requests: int) -> wire.SubscriptionResult:
-        """XEP-0254 §2.1: subscribe with the window in the same request."""
-        return await self.subscribe(node, {QUEUE_REQUESTS: queue_requests})
+    async def subscribe_queue(
+        self, node: str, queue_requests: int, max_batch: int = 1
+    ) -> wire.SubscriptionResult:
+        """XEP-0254 §2.1: subscribe with the window in the same request; with
+        *max_batch* above 1, also ask for up to that many items per notification
+        (``pubsub#queue_max_batch``, this service's option)."""
+        options: dict[str, str | int | bool] = {QUEUE_REQUESTS: queue_requests}
+        if max_batch > 1:
+            options[QUEUE_MAX_BATCH] = max_batch
+        return await self.subscribe(node, options)
 
     async def unsubscribe(self, node: str, subid: str | None = None) -> None:
         await self.call(wire.unsubscribe(node, self.jid, subid))
@@ -119,6 +127,14 @@ class PubSubLink:
 
     async def unlock(self, node: str, item_id: str) -> None:
         await self.call(wire.unlock(node, item_id))
+
+    async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
+        """Several acks in one request: all or none (XEP-0060 §13.11)."""
+        await self.call(wire.retract(node, item_ids))
+
+    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
+        """Several nacks in one request (this project's ``<unlock/>``): all or none."""
+        await self.call(wire.unlock_items(node, item_ids))
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await self.call(wire.extend(node, item_id, seconds))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -300,6 +300,12 @@ class SessionOps:
 
     async def unlock(self, node: str, item_id: str) -> None:
         await self.session.call_with_link(lambda link: link.unlock(node, item_id))
+
+    async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
+        await self.session.call_with_link(lambda link: link.retract_items(node, item_ids))
+
+    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
+        await self.session.call_with_link(lambda link: link.unlock_items(node, item_ids))
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await self.session.call_with_link(lambda link: link.extend(node, item_id, seconds))

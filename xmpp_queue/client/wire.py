@@ -9,13 +9,14 @@ hundred. Every builder returns well-formed XML with its inputs escaped.
 Namespaces and elements follow XEP-0060 (pubsub), XEP-0254 (``unlock``),
 XEP-0131 (SHIM headers) and this project's own requests in
 ``urn:xmpp-queue:0``: ``<extend seconds='N'>`` (keep a lock longer),
-``<unlock delay='N'>`` (give an item back, not to be offered again for N
-seconds) and ``<dead-letter reason='...'>`` (move it to the dead-letter node now).
+``<unlock delay='N'>`` (give items back, not to be offered again for N
+seconds; several ``<item/>`` are a batch, all or none) and
+``<dead-letter reason='...'>`` (move it to the dead-letter node now).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
@@ -138,11 +139,25 @@ def unsubscribe(node: str, jid: str, subid: str | None = None) -> str:
     )
 
 
-def retract(node: str, item_id: str) -> str:
-    """XEP-0254 §2.3: from the lock holder, the ack."""
+def _items(item_ids: str | Sequence[str]) -> str:
+    ids = (item_ids,) if isinstance(item_ids, str) else item_ids
+    return "".join(f"<item id='{quote_attr(i)}'/>" for i in ids)
+
+
+def retract(node: str, item_ids: str | Sequence[str]) -> str:
+    """XEP-0254 §2.3: from the lock holder, the ack; several ids are XEP-0060
+    §13.11's batch (all acked or none)."""
     return (
         f"<pubsub xmlns='{PUBSUB_NS}'><retract node='{quote_attr(node)}'>"
-        f"<item id='{quote_attr(item_id)}'/></retract></pubsub>"
+        f"{_items(item_ids)}</retract></pubsub>"
+    )
+
+
+def unlock_items(node: str, item_ids: Sequence[str]) -> str:
+    """This project's batch nack: several items given back at once (all or none)."""
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{EXTEND_NS}' node='{quote_attr(node)}'>"
+        f"{_items(item_ids)}</unlock></pubsub>"
     )
 
 
@@ -275,6 +290,19 @@ def parse_headers(message: ET.Element) -> dict[str, str]:
     return {h.get("name", ""): h.text or "" for h in headers.iter(_HEADER_TAG)}
 
 
+def _item_parts(item: ET.Element) -> tuple[ET.Element | None, dict[str, str] | None]:
+    """An event item's payload and, in a several-item notification, the item's own
+    SHIM headers (the service puts them inside each item, after the payload)."""
+    payload: ET.Element | None = None
+    own: dict[str, str] | None = None
+    for child in item:
+        if child.tag == _HEADERS_TAG:
+            own = {h.get("name", ""): h.text or "" for h in child.iter(_HEADER_TAG)}
+        elif payload is None:
+            payload = child
+    return payload, own
+
+
 def parse_event(message: ET.Element) -> list[Event]:
     """The item, retract and unlock notifications in one pubsub event message."""
     event = message.find(EVENT_TAG)
@@ -289,8 +317,9 @@ def parse_event(message: ET.Element) -> list[Event]:
             if tag == _ITEM_TAG:
                 if headers is None:
                     headers = parse_headers(message)
-                payload = child[0] if len(child) else None
-                out.append(ItemEvent(node, child.get("id", ""), payload, headers))
+                payload, own = _item_parts(child)
+                merged = headers if own is None else {**headers, **own}
+                out.append(ItemEvent(node, child.get("id", ""), payload, merged))
             elif tag == _RETRACT_TAG:
                 out.append(RetractEvent(node, child.get("id", "")))
             elif tag in _UNLOCK_TAGS:

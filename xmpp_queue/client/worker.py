@@ -43,13 +43,16 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 
+from xmpp_queue.client.acks import BatchingOps
 from xmpp_queue.client.errors import ClientError, StanzaError
-from xmpp_queue.client.jobs import Handler, JobRunner, WorkerStats, check_handler
+from xmpp_queue.client.jobs import Handler, JobRunner, QueueOps, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.session import ReconnectPolicy, Session, SessionOps
 from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
 
 log = logging.getLogger("xmpp_queue.client")
+
+MAX_BATCH = 1000  # the service's bound on items per notification and per request
 
 
 class Worker:
@@ -65,6 +68,11 @@ class Worker:
     worker's own across a reconnect. It must be unique per account (a second
     login with the same name ends the first, which then stops with a clear
     error). Without a name one is made from the host name and process id.
+
+    *max_batch* above 1 opts in to batches: the service may send up to that many
+    items in one notification (``pubsub#queue_max_batch``), and acks and nacks
+    that finish together go out in one request each (:mod:`.acks`). Each item is
+    still its own job with its own lock; 1 (the default) is plain XEP-0254.
 
     *reconnect* (a :class:`ReconnectPolicy`, the default: forever, backoff up to
     30 s) or None (a lost stream ends :meth:`run` with ``ConnectionLost``).
@@ -85,6 +93,7 @@ class Worker:
         handler: Handler,
         *,
         queue_requests: int = 1,
+        max_batch: int = 1,
         host: str = "127.0.0.1",
         port: int = 5222,
         lock_extend: int | None = None,
@@ -96,6 +105,8 @@ class Worker:
     ) -> None:
         if queue_requests < 1:
             raise ValueError("queue_requests must be a positive integer")
+        if not 1 <= max_batch <= MAX_BATCH:
+            raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
         check_handler(handler)
         bare_jid, _, resource = jid.partition("/")
         if not resource:
@@ -108,6 +119,7 @@ class Worker:
         self.node = node
         self.handler = handler
         self.queue_requests = queue_requests
+        self.max_batch = max_batch
         self.host = host
         self.port = port
         self.lock_extend = lock_extend
@@ -172,8 +184,11 @@ class Worker:
             on_failed=self._on_session_failed,
         )
         self._session = session
+        ops: QueueOps = SessionOps(session)
+        if self.max_batch > 1:
+            ops = BatchingOps(SessionOps(session), self.max_batch)
         self._runner = JobRunner(
-            SessionOps(session),
+            ops,
             self.handler,
             self.queue_requests,
             stats=self.stats,
@@ -194,7 +209,7 @@ class Worker:
 
     async def _subscribe(self, link: PubSubLink) -> None:
         link.send_presence()
-        sub = await link.subscribe_queue(self.node, self.queue_requests)
+        sub = await link.subscribe_queue(self.node, self.queue_requests, self.max_batch)
         self.subid = sub.subid
         log.info(
             "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s",
@@ -278,6 +293,8 @@ class Worker:
         runner = self._runner
         if runner is None:
             return
+        if any(isinstance(e, ItemEvent) for e in events):
+            self.stats.notifications += 1
         for event in events:
             if event.node != self.node:
                 continue

@@ -5,13 +5,15 @@ from __future__ import annotations
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import DeleteNotice, headline
 from xmpp_queue.core.model import Node, Subscription, SubscriptionState
-from xmpp_queue.core.node_config import SubscribeOptions
+from xmpp_queue.core.node_config import SubscribeOptions, max_batch_of
 from xmpp_queue.core.ports import Transaction
 
 
 def options_of(sub: Subscription) -> SubscribeOptions:
     deliver = sub.options.get("pubsub#deliver", ("1",))[0] not in ("0", "false")
-    return SubscribeOptions(sub.queue_requests, deliver, dict(sub.options))
+    return SubscribeOptions(
+        sub.queue_requests, deliver, dict(sub.options), max_batch_of(sub.options)
+    )
 
 
 async def subscriber_jids(tx: Transaction, node_id: str) -> list[str]:

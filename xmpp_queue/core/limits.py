@@ -94,12 +94,13 @@ class PublishRateLimiter:
         if level < 1.0:
             raise PublishRateExceeded(jid, self.rate, (1.0 - level) / self.rate)
 
-    def take(self, jid: str, now: datetime) -> None:
-        """Spend one token (after the publish was accepted)."""
+    def take(self, jid: str, now: datetime, count: int = 1) -> None:
+        """Spend a token per item (after the publish was accepted); a batch publish
+        spends one per item it stored."""
         if not self.enabled:
             return
         level = self._level(jid, now)
-        self._buckets[jid] = (max(0.0, level - 1.0), now)
+        self._buckets[jid] = (max(0.0, level - count), now)
         if len(self._buckets) > self.FORGET_AFTER:
             self._forget_full(now)
 

@@ -341,17 +341,24 @@ def check_preconditions(config: NodeConfig, values: Mapping[str, Sequence[str]])
 # --- subscription options ------------------------------------------------------------
 
 QUEUE_REQUESTS = "pubsub#queue_requests"
+QUEUE_MAX_BATCH = "pubsub#queue_max_batch"
 DELIVER = "pubsub#deliver"
 MAX_QUEUE_REQUESTS = 10_000
+MAX_BATCH_ITEMS = 1_000
+"""The most items one notification carries (``pubsub#queue_max_batch``) and one
+retract, unlock or publish request may name: a bound on the work one stanza asks for."""
 
 
 @dataclass(frozen=True, slots=True)
 class SubscribeOptions:
-    """Parsed subscribe_options: the queue window and whether to deliver at all."""
+    """Parsed subscribe_options: the queue window, whether to deliver at all, and
+    how many items one notification may carry (``max_batch``, default 1: a plain
+    XEP-0254 client sees exactly one item per message)."""
 
     queue_requests: int | None
     deliver: bool
     raw: Mapping[str, tuple[str, ...]]
+    max_batch: int = 1
 
 
 SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
@@ -362,6 +369,15 @@ SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
         "text-single",
         "Number of items processed in parallel (XEP-0254)",
         _int_parser(1, MAX_QUEUE_REQUESTS),
+        datatype="xs:integer",
+        queue_only=True,
+    ),
+    ConfigField(
+        QUEUE_MAX_BATCH,
+        "max_batch",
+        "text-single",
+        "Most items sent in one notification (this service's extension; default 1)",
+        _int_parser(1, MAX_BATCH_ITEMS),
         datatype="xs:integer",
         queue_only=True,
     ),
@@ -379,6 +395,7 @@ def parse_subscribe_options(
     """
     queue_requests = current.queue_requests if current else None
     deliver = current.deliver if current else True
+    max_batch = current.max_batch if current else 1
     raw: dict[str, tuple[str, ...]] = dict(current.raw) if current else {}
     for var, raw_values in values.items():
         if var == "FORM_TYPE":
@@ -396,14 +413,28 @@ def parse_subscribe_options(
             raise InvalidOptions(var, str(exc)) from None
         if spec.attr == "queue_requests":
             queue_requests = parsed
+        elif spec.attr == "max_batch":
+            max_batch = parsed
         else:
             deliver = parsed
         raw[var] = (render_value(parsed),)
-    return SubscribeOptions(queue_requests=queue_requests, deliver=deliver, raw=raw)
+    return SubscribeOptions(
+        queue_requests=queue_requests, deliver=deliver, raw=raw, max_batch=max_batch
+    )
 
 
-def subscribe_option_values(options: SubscribeOptions) -> dict[str, str]:
+def max_batch_of(options: Mapping[str, Sequence[str]]) -> int:
+    """A stored subscription's ``pubsub#queue_max_batch`` (1 when never set)."""
+    raw = options.get(QUEUE_MAX_BATCH)
+    return int(raw[0]) if raw else 1
+
+
+def subscribe_option_values(options: SubscribeOptions, echo: bool = False) -> dict[str, str]:
+    """The options as form values. In XEP-0254 §2.1's *echo*, the batch size only
+    when the subscriber chose one: a plain client gets back what it sent."""
     values = {DELIVER: render_value(options.deliver)}
     if options.queue_requests is not None:
         values[QUEUE_REQUESTS] = str(options.queue_requests)
+        if not echo or QUEUE_MAX_BATCH in options.raw:
+            values[QUEUE_MAX_BATCH] = str(options.max_batch)
     return values

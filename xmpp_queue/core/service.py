@@ -41,12 +41,14 @@ from xmpp_queue.core.errors import (
     InvalidJid,
     InvalidSubId,
     ItemForbidden,
+    ItemRequired,
     NodeExists,
     NotSubscribed,
     PayloadRequired,
     PayloadTooBig,
     SubIdRequired,
 )
+from xmpp_queue.core.item_batches import check_batch, merge_retract_notices
 from xmpp_queue.core.limits import NodeQuotaExceeded, check_queue_items
 from xmpp_queue.core.model import (
     AccessModel,
@@ -62,6 +64,7 @@ from xmpp_queue.core.model import (
     bare,
 )
 from xmpp_queue.core.node_config import (
+    MAX_BATCH_ITEMS,
     SubscribeOptions,
     apply_config,
     check_preconditions,
@@ -416,17 +419,37 @@ class PubSubService:
         publish_options: FormValues | None = None,
     ) -> Outcome[str]:
         """§7.1: returns the item id (generated when None). On a queue node the item
-        is locked to one subscriber in the same transaction (XEP-0254 §2.2).
+        is locked to one subscriber in the same transaction (XEP-0254 §2.2)."""
+        out = await self.publish_items(
+            actor, node, [(item_id, payload, payload_size)], publish_options
+        )
+        return Outcome(out.value[0], out.effects)
+
+    async def publish_items(
+        self,
+        actor: Actor,
+        node: str,
+        items: Sequence[tuple[str | None, str | None, int]],
+        publish_options: FormValues | None = None,
+    ) -> Outcome[list[str]]:
+        """§7.1 for (item id, payload, size) triples; several are §13.11's batch: one
+        operation, so all are stored or none (the first refusal is the answer) and
+        the answer comes after the one commit that holds them all.
 
         Past the publisher's rate (``[limits] publish_rate``) the publish is refused
-        before anything is read; the token is spent once the publish is accepted."""
+        before anything is read; a token per item is spent once it is accepted."""
         self._ctx.admit(actor)
         rate = self._ctx.publish_rate
         bound = not self._ctx.is_admin(actor)
-        if item_id is not None:
-            check_id(item_id, "item id")
+        if not items:
+            raise ItemRequired()
+        if len(items) > MAX_BATCH_ITEMS:
+            raise BadRequest(f"at most {MAX_BATCH_ITEMS} items per request")
+        for item_id, _, _ in items:
+            if item_id is not None:
+                check_id(item_id, "item id")
 
-        async def op(w: Work) -> str:
+        async def op(w: Work) -> list[str]:
             if bound:
                 rate.check(actor.bare, w.now)
             n = await self._ctx.node(w, node)
@@ -437,33 +460,43 @@ class PubSubService:
                 raise Forbidden("publish")
             if publish_options:
                 check_preconditions(n.config, publish_options)
-            cfg = n.config
-            if payload is None and cfg.deliver_payloads and cfg.persist_items:
-                raise PayloadRequired()
-            if payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
-                raise ItemForbidden()
-            if payload_size > cfg.max_payload_size:
-                raise PayloadTooBig(payload_size, cfg.max_payload_size)
-            new_id = item_id or self._ctx.new_id()
-            await self._types.of(n).publish(w, n, new_id, payload, payload_size, actor.jid, {})
+            cfg, policy, ids = n.config, self._types.of(n), []
+            for item_id, payload, payload_size in items:
+                if payload is None and cfg.deliver_payloads and cfg.persist_items:
+                    raise PayloadRequired()
+                if payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
+                    raise ItemForbidden()
+                if payload_size > cfg.max_payload_size:
+                    raise PayloadTooBig(payload_size, cfg.max_payload_size)
+                new_id = item_id or self._ctx.new_id()
+                await policy.publish(w, n, new_id, payload, payload_size, actor.jid, {})
+                ids.append(new_id)
             if bound:
-                rate.take(actor.bare, w.now)
-            return new_id
+                rate.take(actor.bare, w.now, len(ids))
+            return ids
 
         return await self._ctx.run(op)
 
     async def retract(
-        self, actor: Actor, node: str, item_id: str, notify: bool | None = None
+        self, actor: Actor, node: str, item_id: str | Sequence[str], notify: bool | None = None
     ) -> Outcome[None]:
-        """§7.2; on a queue node from the lock holder: the ack (XEP-0254 §2.3)."""
+        """§7.2; on a queue node from the lock holder: the ack (XEP-0254 §2.3).
+
+        Several ids are §13.11's batch: all are retracted or none, and the error is
+        that of the first item that fails (the operation's savepoint undoes the
+        ones before it). The retract notices of the batch go out merged, one per
+        recipient."""
         self._ctx.admit(actor)
-        check_id(item_id, "item id")
+        item_ids = check_batch(item_id)
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            item = await w.tx.items.get(node, item_id)
-            await self._types.of(n).retract(w, n, aff, item, item_id, actor, notify)
+            policy, first = self._types.of(n), len(w.effects)
+            for one in item_ids:
+                item = await w.tx.items.get(node, one)
+                await policy.retract(w, n, aff, item, one, actor, notify)
+            merge_retract_notices(w.effects, first)
 
         return await self._ctx.run(op)
 
@@ -584,17 +617,22 @@ class PubSubService:
         return await self._ctx.run(op)
 
     # --- queue (XEP-0254) ----------------------------------------------------------------
-    async def unlock(self, actor: Actor, node: str, item_id: str, delay: int = 0) -> Outcome[None]:
+    async def unlock(
+        self, actor: Actor, node: str, item_id: str | Sequence[str], delay: int = 0
+    ) -> Outcome[None]:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber,
-        not before *delay* seconds when given (our ``<unlock delay>``)."""
+        not before *delay* seconds when given (our ``<unlock delay>``). Several ids
+        (our ``<unlock/>`` only): all or none, as a batch retract."""
         self._ctx.admit(actor)
-        check_id(item_id, "item id")
+        item_ids = check_batch(item_id)
         if not 0 <= delay <= MAX_DELAY:
             raise BadRequest(f"delay must be between 0 and {MAX_DELAY}")
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
-            await self._types.of(n).unlock(w, n, actor, item_id, delay)
+            policy = self._types.of(n)
+            for one in item_ids:
+                await policy.unlock(w, n, actor, one, delay)
 
         return await self._ctx.run(op)
 

@@ -134,7 +134,7 @@ def options_echo_form(options: SubscribeOptions) -> ET.Element:
     """XEP-0254 §2.1's success reply: the options the subscription was made with,
     as a ``result`` form of var/value pairs."""
     x = new_form("result", SUBSCRIBE_OPTIONS_FORM)
-    for var, value in subscribe_option_values(options).items():
+    for var, value in subscribe_option_values(options, echo=True).items():
         add_field(x, var, values=[value])
     return x
 

@@ -171,9 +171,7 @@ async def on_publish(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_publish(ps, el)
-    out = await svc.publish(
-        actor, req.node, req.item_id, req.payload_xml, req.payload_size, req.publish_options
-    )
+    out = await svc.publish_items(actor, req.node, req.items, req.publish_options)
     return Answer(render.publish_result_text(iq, req.node, out.value), out.effects)
 
 
@@ -181,7 +179,7 @@ async def on_retract(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_retract(ps, el)
-    out = await svc.retract(actor, req.node, req.item_id, req.notify)
+    out = await svc.retract(actor, req.node, req.item_ids, req.notify)
     return Answer(render.empty_result_text(iq), out.effects)
 
 
@@ -284,8 +282,8 @@ async def on_extend(
 async def on_unlock_later(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
-    req = rq.parse_lock(ps, el)
-    out = await svc.unlock_later(actor, req.node, req.item_id, req.delay or 0)
+    req = rq.parse_batch_unlock(ps, el)
+    out = await svc.unlock(actor, req.node, req.item_ids, req.delay or 0)
     return Answer(render.empty_result_text(iq), out.effects)
 
 

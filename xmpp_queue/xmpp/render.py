@@ -16,6 +16,13 @@ account) and be worked on again, late, after the item went to another worker.
 ``normal`` stays available per node. Authorization requests (§8.6) are forms for
 an owner to answer: always normal.
 
+Several items in one notification (a queue worker's ``pubsub#queue_max_batch``
+above 1): XEP-0131 headers belong to a whole stanza, but the item headers
+(``delivery-attempt``, a dead letter's origin) belong to each item, so in such a
+notice each item carries its own ``<headers/>`` after its payload and only the
+SubID stays on the message. Only a worker that asked for batches gets them; a
+one-item notice is exactly as before.
+
 Every message gets a fresh id so a bounce can be matched to it (XEP-0060 §13.4);
 ids start with :data:`NOTIFICATION_ID_PREFIX` so a bounced notification is
 recognised even after a restart.
@@ -135,11 +142,14 @@ def empty_result_text(iq: RequestXml) -> str:
     return _result_head(iq) + "/>"
 
 
-def publish_result_text(iq: RequestXml, node: str, item_id: str) -> str:
-    """:func:`publish_result` as text: the answer every publish gets."""
+def publish_result_text(iq: RequestXml, node: str, item_ids: str | Sequence[str]) -> str:
+    """:func:`publish_result` as text: the answer every publish gets (§13.11: one
+    ``<item/>`` per item of a batch, in request order)."""
+    ids = (item_ids,) if isinstance(item_ids, str) else item_ids
+    items = "".join(f"<item id={_attr(i)}/>" for i in ids)
     return (
         f"{_result_head(iq)}><pubsub xmlns='{PUBSUB}'><publish node={_attr(node)}>"
-        f"<item id={_attr(item_id)}/></publish></pubsub></iq>"
+        f"{items}</publish></pubsub></iq>"
     )
 
 
@@ -296,12 +306,18 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Me
     headers: list[tuple[str, str]] = []
     if isinstance(effect, ItemNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
+        several = len(effect.items) > 1
         for notice_item in effect.items:
             item = _el(
                 items, PUBSUB_EVENT, "item", id=notice_item.item_id, publisher=notice_item.publisher
             )
             _add_payload(item, notice_item.payload)
-            headers.extend(notice_item.headers.items())
+            if several and notice_item.headers:
+                container = _el(item, SHIM, "headers")
+                for name, value in notice_item.headers.items():
+                    _el(container, SHIM, "header", name=name).text = value
+            elif not several:
+                headers.extend(notice_item.headers.items())
         headers.extend(_subid_headers(effect.subids))
     elif isinstance(effect, RetractNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
@@ -394,14 +410,18 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
     if isinstance(effect, ItemNotice) and effect.queue:
         parts = []
         headers: list[tuple[str, str]] = []
+        several = len(effect.items) > 1
         for it in effect.items:
             payload = it.payload or ""
             if "<!" in payload:
                 log.warning("event=payload_skipped reason=not_canonical")
                 payload = ""
+            if several:  # each item's own headers, inside it (see the module docstring)
+                payload += _headers_text(list(it.headers.items()))
+            else:
+                headers.extend(it.headers.items())
             by = f" publisher={_attr(it.publisher)}" if it.publisher else ""
             parts.append(f"<item id={_attr(it.item_id)}{by}>{payload}</item>")
-            headers.extend(it.headers.items())
         headers.extend(_subid_headers(effect.subids))
         body = f"<items node={_attr(effect.node)}>{''.join(parts)}</items>"
     elif isinstance(effect, RetractNotice) and effect.queue:

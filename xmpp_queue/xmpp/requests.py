@@ -90,17 +90,19 @@ class DefaultOptionsRequest:
 
 @dataclass(frozen=True, slots=True)
 class PublishRequest:
+    """§7.1; several ``<item/>`` are §13.11's batch: (id, payload, size) each."""
+
     node: str
-    item_id: str | None
-    payload_xml: str | None
-    payload_size: int
+    items: tuple[tuple[str | None, str | None, int], ...]
     publish_options: FormValues | None
 
 
 @dataclass(frozen=True, slots=True)
 class RetractRequest:
+    """§7.2; several ``<item/>`` are §13.11's batch (all or none)."""
+
     node: str
-    item_id: str
+    item_ids: tuple[str, ...]
     notify: bool | None
 
 
@@ -158,13 +160,17 @@ class NodeAffiliationsSet:
 
 @dataclass(frozen=True, slots=True)
 class LockRequest:
-    """XEP-0254 unlock (seconds None), our extend, our delayed unlock or dead-letter."""
+    """XEP-0254 unlock (seconds None), our extend, our delayed unlock or dead-letter.
+
+    ``item_ids`` holds several ids only for our ``<unlock/>`` (a batch nack);
+    ``item_id`` is the first."""
 
     node: str
     item_id: str
     seconds: int | None = None
     delay: int | None = None
     reason: str = ""
+    item_ids: tuple[str, ...] = ()
 
 
 # --- small readers -------------------------------------------------------------------
@@ -228,6 +234,14 @@ def _one_item_id(element: ET.Element, ns: str) -> str:
     if len(ids) > 1:
         raise BadRequest("one item per request")
     return ids[0]
+
+
+def _some_item_ids(element: ET.Element, ns: str) -> tuple[str, ...]:
+    """One or more item ids (XEP-0060 §13.11 batch); every ``<item/>`` needs its id."""
+    ids = _item_ids(element, ns)
+    if not ids or not all(ids):
+        raise ItemRequired()
+    return tuple(ids)
 
 
 def _form_values(parent: ET.Element | None) -> FormValues | None:
@@ -318,9 +332,7 @@ def parse_publish(pubsub: ET.Element, el: ET.Element) -> PublishRequest:
     items = el.findall(f"{{{PUBSUB}}}item")
     if not items:
         raise ItemRequired()
-    if len(items) > 1:
-        raise BadRequest("one item per publish (XEP-0060 §13.11 batches are not supported)")
-    payload, size = item_payload(items[0])
+    parsed = tuple((item.get("id"), *item_payload(item)) for item in items)
     options_el = _child(pubsub, PUBSUB, "publish-options")
     options = None
     x = find_form(options_el)
@@ -329,8 +341,7 @@ def parse_publish(pubsub: ET.Element, el: ET.Element) -> PublishRequest:
         if form.form_type not in (None, PUBLISH_OPTIONS_FORM):
             raise BadRequest("publish-options must be a pubsub#publish-options form")
         options = form.values
-    item_id = items[0].get("id")
-    return PublishRequest(node, item_id, payload, size, options)
+    return PublishRequest(node, parsed, options)
 
 
 def parse_retract(pubsub: ET.Element, el: ET.Element) -> RetractRequest:
@@ -343,7 +354,7 @@ def parse_retract(pubsub: ET.Element, el: ET.Element) -> RetractRequest:
         notify = False
     elif notify_raw is not None:
         raise BadRequest("notify must be a boolean")
-    return RetractRequest(node, _one_item_id(el, PUBSUB), notify)
+    return RetractRequest(node, _some_item_ids(el, PUBSUB), notify)
 
 
 def parse_subscribe(pubsub: ET.Element, el: ET.Element) -> SubscribeRequest:
@@ -434,4 +445,14 @@ def parse_lock(pubsub: ET.Element, el: ET.Element) -> LockRequest:
     seconds = _int(el.get("seconds"), "seconds", minimum=1)
     delay = _int(el.get("delay"), "delay", minimum=0)
     reason = el.get("reason", "")
-    return LockRequest(_node(el), _one_item_id(el, ns), seconds, delay, reason)
+    item_id = _one_item_id(el, ns)
+    return LockRequest(_node(el), item_id, seconds, delay, reason, (item_id,))
+
+
+def parse_batch_unlock(pubsub: ET.Element, el: ET.Element) -> LockRequest:
+    """Our ``<unlock xmlns='urn:xmpp-queue:0'>``: one or more items (a batch nack,
+    all or none), optionally not offered again for ``delay`` seconds."""
+    ns = el.tag[1:].split("}")[0]
+    delay = _int(el.get("delay"), "delay", minimum=0)
+    ids = _some_item_ids(el, ns)
+    return LockRequest(_node(el), ids[0], None, delay, "", ids)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
-from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice, headline
+from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
 from xmpp_queue.core.queue.deadlines import (
@@ -31,6 +31,7 @@ from xmpp_queue.core.queue.deadlines import (
     retry_available_at,
 )
 from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
+from xmpp_queue.core.queue.notices import NoticeBatches
 
 if TYPE_CHECKING:
     from xmpp_queue.core.context import ServiceContext
@@ -65,7 +66,14 @@ class QueueEngine:
             del self._previous_holder[key]
 
     async def dispatch(self, work: Work, node: Node) -> int:
-        """Hand ready items to subscribers with room, FIFO. Returns how many went out."""
+        """Hand ready items to subscribers with room, FIFO. Returns how many went out.
+
+        Each item is chosen for its subscriber on its own (fewest in flight, round
+        robin), then a subscriber's items of this dispatch go out together, up to
+        its ``pubsub#queue_max_batch`` per notification (default 1: one item per
+        message, as XEP-0254 shows). Every item is locked, counted and ledgered on
+        its own; only the message is shared.
+        """
         tx = work.tx
         subs = [s for s in await tx.subscriptions.for_node(node.node_id) if takes_work(s)]
         if not subs:
@@ -77,6 +85,7 @@ class QueueEngine:
         by_subid = {s.subid: s for s in subs}
         candidates = [Candidate(s.subid, s.queue_requests or 0) for s in subs]
         dispatcher = self._dispatchers.setdefault(node.node_id, QueueDispatcher())
+        batches = NoticeBatches(node.node_id, headline(node.config))
         sent = 0
         for item in await tx.items.next_ready(node.node_id, work.now, room):
             key = (node.node_id, item.item_id)
@@ -103,25 +112,16 @@ class QueueEngine:
                     item.payload_size,
                 )
             )
-            work.effects.append(
-                ItemNotice(
-                    to=sub.jid,
-                    node=node.node_id,
-                    items=(
-                        NoticeItem(
-                            item.item_id,
-                            item.payload,
-                            self._ctx.shown_publisher(node, item.publisher),
-                            {**item.headers, "delivery-attempt": str(deliveries)},
-                        ),
-                    ),
-                    subids=(sub.subid,),
-                    queue=True,
-                    headline=headline(node.config),
-                )
+            notice_item = NoticeItem(
+                item.item_id,
+                item.payload,
+                self._ctx.shown_publisher(node, item.publisher),
+                {**item.headers, "delivery-attempt": str(deliveries)},
             )
+            batches.add(work.effects, sub, notice_item)
             work.deadlines_changed = True
             sent += 1
+        batches.flush(work.effects)
         return sent
 
     async def requeue(

@@ -1,0 +1,150 @@
+"""BatchingOps: a worker's acks and nacks, several per request when it opted in.
+
+RabbitMQ has ``basic.ack multiple``, SQS ``DeleteMessageBatch``; here an ack is a
+XEP-0060 retract, and §13.11 lets one retract name several items (all or none).
+This wraps a worker's :class:`~xmpp_queue.client.jobs.QueueOps` and coalesces the
+way group commit does: the first ack of a node goes out at once (on the next
+turn of the event loop, so acks finished in the same turn share it); acks that
+finish while it is in flight wait for its answer and then leave together, up to
+*limit* per request. Nothing waits for a timer, so a lone ack costs no latency.
+
+All or none means a refused batch changed nothing, and its error names only the
+first item that failed. The others may be fine, so each item of a refused batch
+is then sent on its own and every caller gets its own answer: a lost lock never
+costs the acks of its neighbours.
+
+Nacks (unlock) are coalesced the same way into this project's ``<unlock/>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from xmpp_queue.client.errors import StanzaError
+from xmpp_queue.client.jobs import QueueOps
+
+log = logging.getLogger("xmpp_queue.client")
+
+SendMany = Callable[[str, Sequence[str]], Awaitable[None]]
+SendOne = Callable[[str, str], Awaitable[None]]
+
+
+class BatchQueueOps(QueueOps, Protocol):
+    """QueueOps plus the several-item requests (``SessionOps``, ``PubSubLink``)."""
+
+    async def retract_items(self, node: str, item_ids: Sequence[str]) -> None: ...
+
+    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None: ...
+
+
+@dataclass(slots=True)
+class _Lane:
+    """The waiting requests of one kind (ack or nack) for one node."""
+
+    waiting: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
+    sender: asyncio.Task[None] | None = None
+
+
+class Coalescer:
+    """One request in flight per node; what arrives meanwhile goes in the next one."""
+
+    def __init__(self, send_many: SendMany, send_one: SendOne, limit: int) -> None:
+        self._send_many = send_many
+        self._send_one = send_one
+        self.limit = max(1, limit)
+        self._lanes: dict[str, _Lane] = {}
+        self.requests = 0  # requests sent (for stats and tests)
+
+    async def submit(self, node: str, item_id: str) -> None:
+        """Returns once *item_id*'s request was answered; raises its own error."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        lane = self._lanes.setdefault(node, _Lane())
+        lane.waiting.append((item_id, future))
+        if lane.sender is None:
+            lane.sender = asyncio.ensure_future(self._drain(node, lane))
+        await future
+
+    async def _drain(self, node: str, lane: _Lane) -> None:
+        try:
+            while lane.waiting:
+                batch, lane.waiting = lane.waiting[: self.limit], lane.waiting[self.limit :]
+                await self._send(node, batch)
+        finally:
+            lane.sender = None
+            if lane.waiting:  # cancelled with work left: hand it to a new sender
+                lane.sender = asyncio.ensure_future(self._drain(node, lane))
+
+    async def _send(self, node: str, batch: list[tuple[str, asyncio.Future[None]]]) -> None:
+        ids = [item_id for item_id, _ in batch]
+        self.requests += 1
+        try:
+            if len(ids) == 1:
+                await self._send_one(node, ids[0])
+            else:
+                await self._send_many(node, ids)
+        except StanzaError as exc:
+            if len(ids) == 1:
+                _settle(batch[0][1], exc)
+                return
+            log.info("event=batch_refused node=%s items=%d error=%s", node, len(ids), exc)
+            await asyncio.gather(*(self._send_alone(node, i, f) for i, f in batch))
+            return
+        except BaseException as exc:  # the stream, a timeout, cancellation: all share it
+            for _, future in batch:
+                _settle(future, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for _, future in batch:
+            _settle(future, None)
+
+    async def _send_alone(self, node: str, item_id: str, future: asyncio.Future[None]) -> None:
+        self.requests += 1
+        try:
+            await self._send_one(node, item_id)
+        except BaseException as exc:
+            _settle(future, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        _settle(future, None)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+    elif error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+class BatchingOps:
+    """:class:`QueueOps` whose acks and nacks share requests (see the module doc);
+    extend, delayed unlock and dead-letter pass straight through."""
+
+    def __init__(self, ops: BatchQueueOps, limit: int) -> None:
+        self.ops = ops
+        self.acks = Coalescer(ops.retract_items, ops.retract, limit)
+        self.nacks = Coalescer(ops.unlock_items, ops.unlock, limit)
+
+    async def retract(self, node: str, item_id: str) -> None:
+        await self.acks.submit(node, item_id)
+
+    async def unlock(self, node: str, item_id: str) -> None:
+        await self.nacks.submit(node, item_id)
+
+    async def extend(self, node: str, item_id: str, seconds: int) -> None:
+        await self.ops.extend(node, item_id, seconds)
+
+    async def unlock_later(self, node: str, item_id: str, delay: int) -> None:
+        await self.ops.unlock_later(node, item_id, delay)
+
+    async def dead_letter(self, node: str, item_id: str, reason: str) -> None:
+        await self.ops.dead_letter(node, item_id, reason)
