@@ -95,14 +95,29 @@ async def test_other_errors_fail_at_once_as_publish_error() -> None:
 
 
 async def test_no_answer_in_time_is_a_timeout_and_frees_the_slot() -> None:
+    """Each unanswered attempt is sent again (at least once) until the policy gives up."""
     window: PublishWindow[str] = PublishWindow(1, NO_DELAY, timeout=0)
     send = FakeSender()
     result = await window.submit(send, str)
     with pytest.raises(PublishError) as caught:
         await result
     assert caught.value.condition == "remote-server-timeout"
-    assert send.sent[0].cancelled(), "a late answer must be ignored"
+    assert len(send.sent) == NO_DELAY.attempts
+    assert all(f.cancelled() for f in send.sent), "a late answer must be ignored"
     assert window.outstanding == 0
+
+
+async def test_a_publish_lost_without_an_answer_is_sent_again() -> None:
+    """A takeover can swallow a request (the process that read it died): no answer in
+    time, so it goes out again, and the second answer counts."""
+    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, timeout=0.2)
+    send = FakeSender()
+    result = await window.submit(send, str)
+    while len(send.sent) < 2:  # the first attempt times out and is sent again
+        await asyncio.sleep(0.01)
+    assert send.sent[0].cancelled()
+    send.sent[1].set_result("stored")
+    assert await result == "stored"
 
 
 async def test_a_caller_that_stops_waiting_does_not_leak_its_slot() -> None:

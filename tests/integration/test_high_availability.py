@@ -342,7 +342,10 @@ async def test_the_client_library_carries_on_across_a_takeover(
         "reconnect": ReconnectPolicy(first_delay=0.2, max_delay=1.0, give_up_after=60.0),
     }
     domain = xmpp_server.domain
-    publisher = Publisher(f"pub@{domain}", "pass", accounts.component_jid, window=4, **common)
+    # A publish the killed process had read gets no answer: sent again after 3 s.
+    publisher = Publisher(
+        f"pub@{domain}", "pass", accounts.component_jid, window=4, reply_timeout=3, **common
+    )
     await publisher.connect()
     await publisher.create_queue(node, lock_timeout=5, members=[f"w1@{domain}"])
     worker = Worker(

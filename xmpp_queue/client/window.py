@@ -145,8 +145,8 @@ class PublishWindow(Generic[T]):
         def done(f: asyncio.Future[Any]) -> None:
             if timer is not None:
                 timer.cancel()
-            if request.finished:
-                return  # expired already
+            if request.finished or f is request.abandoned:
+                return  # expired already (finished, or to be sent again)
             if f.cancelled():
                 self._finish(request, exc=PublishError("connection-lost", "request cancelled"))
                 return
@@ -247,8 +247,13 @@ class PublishWindow(Generic[T]):
         waiter.add_done_callback(resend)
 
     def _expire(self, request: _Request[T], inner: asyncio.Future[Any]) -> None:
+        """No answer in time. The request may have been lost with a component process
+        that died (a takeover) or in the network: send it again, at least once, while
+        the retry policy allows (RetryPolicy.give_up_after, counted from the first
+        send); a publish without an item id may then be stored twice."""
         error = PublishError("remote-server-timeout", f"no answer in {self.timeout} s", "wait")
-        self._finish(request, exc=error)
+        request.abandoned = inner  # a late answer to it is ignored
+        self._retry_later(request, error)
         inner.cancel()
 
     def _finish(
@@ -270,7 +275,7 @@ class PublishWindow(Generic[T]):
 class _Request(Generic[T]):
     """One submitted request across its attempts."""
 
-    __slots__ = ("attempt", "convert", "finished", "result", "send", "started")
+    __slots__ = ("abandoned", "attempt", "convert", "finished", "result", "send", "started")
 
     def __init__(
         self,
@@ -281,6 +286,7 @@ class _Request(Generic[T]):
         self.send = send
         self.convert = convert
         self.result = result
+        self.abandoned: asyncio.Future[Any] | None = None  # the attempt that timed out
         self.attempt = 0
         self.finished = False
         self.started: float | None = None
