@@ -111,10 +111,18 @@ async def test_a_publish_lost_without_an_answer_is_sent_again() -> None:
     """A takeover can swallow a request (the process that read it died): no answer in
     time, so it goes out again, and the second answer counts."""
     window: PublishWindow[str] = PublishWindow(1, NO_DELAY, timeout=0.2)
-    send = FakeSender()
+    resent = asyncio.Event()
+    sender = FakeSender()
+
+    def send() -> asyncio.Future[str]:
+        future = sender()
+        if len(sender.sent) == 2:
+            resent.set()
+        return future
+
     result = await window.submit(send, str)
-    while len(send.sent) < 2:  # the first attempt times out and is sent again
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(resent.wait(), 5)  # the first attempt timed out: sent again
+    send = sender
     assert send.sent[0].cancelled()
     send.sent[1].set_result("stored")
     assert await result == "stored"

@@ -240,7 +240,7 @@ async def test_forced_unlock_tells_the_holder_and_redelivers(
         ("info", f"Unlocked item 'i1' of '{node}'; its holder was told.")
     ]
     await inbox.next(match("unlock", node, "i1"))
-    # w1 is the only worker: the item comes back to it (DESIGN: same one only when
+    # w1 is the only worker: the item comes back to it (docs/queueing.md: same one only when
     # nobody else can take it).
     await inbox.next(match("item", node, "i1"))
 

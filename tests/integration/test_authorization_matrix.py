@@ -10,7 +10,7 @@ Roles on the node: owner (pub), publisher (w1), publish-only (w2), member (w3, a
 subscribed worker that does NOT hold the item), holder (w4, the member whose lock
 is tried), none (w5), outcast (alice), stranger (bob, outside ``[access] users``),
 admin (admin, owner of every node). Expected outcomes follow XEP-0060 §4.1's
-affiliation table, §4.5's whitelist model (new queues are whitelisted), DESIGN's
+affiliation table, §4.5's whitelist model (new queues are whitelisted), docs/queueing.md's
 XEP-0254 error order for locks (item-not-found, forbidden, conflict,
 unexpected-request) and the access policy (a stranger is forbidden everything).
 

@@ -700,7 +700,7 @@ async def test_bad_subscribe_options_form_values_leave_no_subscription(connect):
     stanza.xml.find(f"{{{PUBSUB}}}pubsub/{{{PUBSUB}}}options").append(
         form_xml(SUBSCRIBE_OPTIONS, {PS + "deliver": "sometimes"})
     )
-    # §6.3.6.2 says bad-request for an options submission; DESIGN/docs answer a subscribe
+    # §6.3.6.2 says bad-request for an options submission; docs/queueing.md answers a subscribe
     # with not-acceptable. Either carries <invalid-options/>.
     with pytest.raises(IqError) as caught:
         await send(stanza)

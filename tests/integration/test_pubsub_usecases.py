@@ -1,7 +1,7 @@
 """XEP-0060 use cases end to end (issue 2 item 6): real Prosody, the component as
 users run it, ordinary slixmpp clients.
 
-Test names carry the section numbers of ``../shared/specs/xep-0060.xml``. Each
+Test names carry the section numbers of XEP-0060. Each
 test makes its own nodes (unique ids), so one component serves the module.
 """
 

@@ -1,10 +1,10 @@
 """XEP-0254 queueing end to end (issue 3): the spec's examples stanza by stanza, the
-error flows in DESIGN.md's order, and what docs/queueing.md adds (lock timeout,
+error flows in docs/queueing.md's order, and what docs/queueing.md adds (lock timeout,
 lock extension, retry delay, dead letters, departures, purge/delete).
 
 Workers are ordinary slixmpp clients (users w1..w5) that subscribe with their full
 JID, as docs/queueing.md advises; the owner alice publishes. Section numbers are
-those of ``../shared/specs/xep-0254.xml``.
+those of XEP-0254.
 """
 
 from __future__ import annotations

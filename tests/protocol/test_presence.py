@@ -1,4 +1,4 @@
-"""Workers going away (DESIGN; XEP-0254 §4; XEP-0060 §13.4): presence and bounces."""
+"""Workers going away (docs/queueing.md; XEP-0254 §4; XEP-0060 §13.4): presence and bounces."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ async def test_7_1_3_item_required(stream: Stream) -> None:
 
 
 async def test_13_11_batch_publish_is_all_or_none_and_answers_every_id(stream: Stream) -> None:
-    """§13.11: several items in one publish (DESIGN: §13.11 wins over §7.1.1's "one
+    """§13.11: several items in one publish (docs/queueing.md: §13.11 wins over §7.1.1's "one
     item" note); one bad item fails the whole batch and stores nothing."""
     await make_node(stream, "news")
     bad = "<item id='a'><e xmlns='urn:e'/></item><item id='b'/>"  # b: payload required

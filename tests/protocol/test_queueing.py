@@ -1,6 +1,6 @@
 """XEP-0254 on the wire: the spec's examples, stanza in, stanza out.
 
-Test names carry the XEP-0254 section (or DESIGN.md's choice) they check.
+Test names carry the XEP-0254 section (or docs/queueing.md's choice) they check.
 """
 
 from __future__ import annotations

@@ -42,6 +42,24 @@ def test_no_reference_to_design_notes_outside_the_repository() -> None:
         assert "../shared" not in text and "research/" not in text, doc
 
 
+def test_no_source_file_points_outside_the_repository() -> None:
+    """Comments and docstrings say the project's choices in its own docs, too."""
+    sources = [
+        p
+        for folder in ("xmpp_queue", "tests", "bench", "examples", "migrations")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "test_docs.py"
+    ]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sources
+        if any(
+            mark in p.read_text(encoding="utf-8") for mark in ("DESIGN", "../shared", "anchors.md")
+        )
+    ]
+    assert not offenders, offenders
+
+
 def test_the_client_guide_covers_its_topics() -> None:
     guide = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
     for heading in ("## Accounts and access", "## A worker", "## A publisher", "## Errors"):

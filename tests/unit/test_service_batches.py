@@ -218,7 +218,7 @@ async def test_batch_unlock_gives_every_item_back_or_none(service: PubSubService
     await batch_worker(service, ALICE, 3, 3)
     await backlog(service, 3)
     with pytest.raises(Forbidden):
-        await service.unlock(BOB, "jobs", ["i0"])  # not a subscriber (DESIGN's order)
+        await service.unlock(BOB, "jobs", ["i0"])  # not a subscriber (the documented error order)
     with pytest.raises(ItemNotFound):
         await service.unlock(ALICE, "jobs", ["i0", "i1", "missing"])
     assert sorted(await locked_to(service)) == ["i0", "i1", "i2"]

@@ -1,6 +1,6 @@
 """XEP-0254 queueing over the in-memory store, with a fake clock (no sleeping).
 
-Test names carry the spec section (XEP-0254 §) or DESIGN.md's choice they check.
+Test names carry the spec section (XEP-0254 §) or docs/queueing.md's choice they check.
 """
 
 from __future__ import annotations

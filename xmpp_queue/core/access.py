@@ -1,7 +1,7 @@
 """Guards shared by the service's operations: node lookup, affiliation, access model.
 
 Each guard raises the domain error the XEP-0060 tables call for and never
-writes, so a refused request leaves no trace (DESIGN: guard first).
+writes, so a refused request leaves no trace (guard first).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The event ledger: one row per state change of a queue item.
 
-The service appends these in the same transaction as the change (DESIGN:
+The service appends these in the same transaction as the change (docs/architecture.md:
 durability); the Spark pipeline reads them. Table and column names live in
 ``xmpp_queue/ledger_names.py`` (shared by storage and pipeline); the event kinds
 are here because they are the domain's words.

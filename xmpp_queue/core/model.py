@@ -23,7 +23,7 @@ def jid_matches(subscription_jid: str, requester: str) -> bool:
     """Whether *requester* may act for a subscription held by *subscription_jid*.
 
     A full-JID subscription belongs to that resource alone; a bare-JID
-    subscription to every resource of the account (DESIGN: lock holder identity).
+    subscription to every resource of the account (docs/queueing.md: lock holder identity).
     """
     if "/" in subscription_jid:
         return subscription_jid == requester

@@ -390,7 +390,7 @@ def parse_subscribe_options(
 ) -> SubscribeOptions:
     """Parse a submitted subscribe_options form onto *current* (or the defaults).
 
-    ``pubsub#queue_requests`` must be a positive integer (DESIGN: anything else is
+    ``pubsub#queue_requests`` must be a positive integer (docs/queueing.md: anything else is
     invalid-options). Unknown ``pubsub#`` fields are rejected, as for node config.
     """
     queue_requests = current.queue_requests if current else None

@@ -2,7 +2,7 @@
 
 Why pure: each aggregate is tested against a plain-Python computation over the
 same rows, and the jobs in ``report.py`` only wire sources to sinks. Nothing here
-decides queue behaviour; it reads what the service recorded (DESIGN: "the
+decides queue behaviour; it reads what the service recorded (docs/architecture.md: "the
 pipeline never re-implements queue rules"). The input is a frame shaped by
 ``ledger_frame.conform_ledger``.
 

@@ -13,7 +13,7 @@ timer, and the connection lifecycle:
 - ``stop()`` closes the stream and makes ``run()`` return.
 
 Every outgoing answer goes through :meth:`send_outcome`: the reply first, then
-the notifications in order (DESIGN: commit first, then send effects; the core
+the notifications in order (docs/architecture.md: commit first, then send effects; the core
 hands effects out only after commit). Writes are coalesced per event-loop tick
 (``transport.CoalescingTransport``).
 """

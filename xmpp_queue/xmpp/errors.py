@@ -1,14 +1,14 @@
 """THE map from domain errors to XMPP errors, and the error replies built from it.
 
 Only this module knows stanza conditions and the pubsub#errors namespace
-(DESIGN: one error vocabulary, one map). Each row follows XEP-0060's "Error
-Cases" tables (research/anchors.md (f)) and, for queues, DESIGN's XEP-0254
+(one error vocabulary, one map). Each row follows XEP-0060's "Error
+Cases" tables and, for queues, the XEP-0254
 order: no such item -> item-not-found; not a subscriber -> forbidden; locked by
 another -> conflict; no longer the holder -> unexpected-request (type wait).
 
 Choices where the specs leave room:
 
-- ``InvalidOptions`` answers a subscribe with not-acceptable (DESIGN, in line with
+- ``InvalidOptions`` answers a subscribe with not-acceptable (docs/queueing.md, in line with
   XEP-0254's configuration flow) and an options submission with bad-request
   (XEP-0060 §6.3.6.2); both carry ``<invalid-options/>``.
 - ``NotSubscribed`` is type cancel for unsubscribe (§6.2.3.2) and modify for

@@ -7,7 +7,7 @@ leaking out of the core. The table also says which disco features each entry
 implements, so ``disco`` advertises exactly what is routed here.
 
 XEP-0254's examples send retract and unlock as ``type='get'``; both types are
-accepted for them (DESIGN). A known element with the wrong IQ type is
+accepted for them (docs/queueing.md). A known element with the wrong IQ type is
 bad-request; an element the service does not know is feature-not-implemented.
 """
 

@@ -2,7 +2,7 @@
 
 Workers send directed presence to the component; the server then tells us when
 they go away (RFC 6121 §4.6.3 sends unavailable presence to every entity that
-received directed presence). DESIGN: unavailable presence from a subscriber
+received directed presence). docs/queueing.md: unavailable presence from a subscriber
 unlocks its items and ends its subscriptions, so work held by a dead worker is
 handed on at once instead of waiting for the lock timeout. A notification that
 bounces with a ``cancel`` error (XEP-0060 §13.4: the recipient does not exist or

@@ -2,7 +2,7 @@
 
 slixmpp's stanza API is dictionary-like and untyped, so requests are parsed at
 the edge into frozen dataclasses and nothing past the handlers touches XML
-(aesthetics.md §3). Malformed input raises the core's own errors
+Malformed input raises the core's own errors
 (``NodeIdRequired``, ``ItemRequired``, ``BadRequest``, ``InvalidPayload`` ...), so
 parse failures travel through the same error table as every other refusal.
 

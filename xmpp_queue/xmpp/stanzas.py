@@ -7,7 +7,7 @@ are registered onto slixmpp's classes the same way its own plugins do, so that
 the service and for worker clients alike.
 
 Namespaces: XEP-0254's protocol namespace is ``urn:xmpp:pubsub:queueing:0``; its
-unlock-notification example says ``urn:xmpp:queueing:0``, a slip (DESIGN.md), so
+unlock-notification example says ``urn:xmpp:queueing:0``, a slip (docs/queueing.md), so
 both the request and the event use the protocol namespace. Lock extension is not
 in any XEP: it is ours, in the project namespace ``urn:xmpp-queue:0``.
 """
@@ -73,7 +73,7 @@ class Extend(ElementBase):
     """Our lock extension: ``<extend xmlns='urn:xmpp-queue:0' node='' seconds='N'>``.
 
     A worker on a long job pushes its deadline instead of racing the timeout
-    (DESIGN: long work is extended, not guessed). ``seconds`` is optional (the
+    (long work is extended, not guessed). ``seconds`` is optional (the
     node's lock timeout); the result echoes the element with ``expires`` set.
     """
 

@@ -1,4 +1,4 @@
-"""QueueDispatcher: which subscriber gets the next item (DESIGN "Dispatch").
+"""QueueDispatcher: which subscriber gets the next item (docs/queueing.md, "Dispatch").
 
 Pure: given the candidate subscriptions with their windows and loads, pick
 one. Fewest items in flight first, only among those with room under their

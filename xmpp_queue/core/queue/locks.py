@@ -1,6 +1,6 @@
 """LockRules: who may release a locked item, in XEP-0254's error order.
 
-Pure. DESIGN's order for retract/unlock on a queue node: no such item →
+Pure. The order (docs/queueing.md) for retract/unlock on a queue node: no such item →
 item-not-found; the requester holds no subscription and may not act as a
 publisher/owner → forbidden; locked by another subscriber → conflict; not (any
 longer) locked by the requester → unexpected-request.

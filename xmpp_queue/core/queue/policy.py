@@ -4,7 +4,7 @@ Publish stores the item and records it in the ledger; the hand-out happens when
 the operation settles (:meth:`QueuePolicy.settle` dispatches), so every
 operation that frees a slot or adds work gets its dispatch without asking.
 Retract from the lock holder is the ack; from a publisher or owner it removes
-the item and tells its holder (DESIGN's error order lives in ``locks``).
+the item and tells its holder (the error order of docs/queueing.md lives in ``locks``).
 Unlock is the nack (optionally "not before N seconds", this project's
 ``<unlock delay>``), extend moves a deadline, dead-letter sends an item that can
 never succeed to the dead-letter node at once (``<dead-letter reason>``), so a
@@ -189,7 +189,7 @@ class QueuePolicy:
         return None  # the settle at the operation's end hands it work
 
     async def _held(self, work: Work, node: Node, actor: Actor, item_id: str, action: str) -> Item:
-        """The item the actor holds, or the error of DESIGN's order."""
+        """The item the actor holds, or the error of the documented order."""
         aff = await self._ctx.affiliation(work, node.node_id, actor)
         subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
         item = await work.tx.items.get(node.node_id, item_id)
