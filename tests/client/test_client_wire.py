@@ -113,6 +113,19 @@ def test_parse_error_reads_condition_type_text_and_pubsub_child() -> None:
     assert wait.condition == "unexpected-request" and wait.retryable
 
 
+def test_a_batch_publish_carries_every_item_xep_0060_13_11() -> None:
+    body = parse(wire.publish_items("q", [("<a xmlns='urn:x'/>", "i1"), (None, None)]))
+    items = body.findall(f"{P}publish/{P}item")
+    assert body.find(f"{P}publish").get("node") == "q"
+    assert [i.get("id") for i in items] == ["i1", None]
+    assert items[0][0].tag == "{urn:x}a" and len(items[1]) == 0
+    result = parse(
+        f"<iq type='result'><pubsub xmlns='{wire.PUBSUB_NS}'><publish node='q'>"
+        "<item id='i1'/><item id='gen-2'/></publish></pubsub></iq>"
+    )
+    assert wire.published_item_ids(result) == ["i1", "gen-2"]
+
+
 def test_results_publish_id_and_subscription() -> None:
     result = parse(
         f"<iq type='result'><pubsub xmlns='{wire.PUBSUB_NS}'><publish node='n'>"

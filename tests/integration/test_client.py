@@ -215,6 +215,22 @@ async def test_publish_with_an_id_returns_it_and_errors_are_typed(publisher: Pub
     assert await publisher.publish(node, json_payload(2)), "the stream survived"
 
 
+async def test_a_batch_publish_stores_all_or_nothing_xep_0060_13_11(
+    publisher: Publisher,
+) -> None:
+    node = unique("batch")
+    await publisher.create_queue(node, config={"pubsub#max_items": 4})
+    ids = await publisher.publish_batch(
+        node, [(json_payload({"n": n}), None if n == 2 else f"b{n}") for n in range(3)]
+    )
+    assert ids[0] == "b0" and ids[1] == "b1" and ids[2] not in ("", None)
+    # A batch the queue has no room for (max_items 4) is refused whole: nothing stored.
+    with pytest.raises(PublishError) as refused:
+        await publisher.publish_batch(node, [(json_payload({"n": n}), f"c{n}") for n in range(2)])
+    assert refused.value.condition == "conflict"  # node-full, §7.1.3.4
+    assert await publisher.publish(node, json_payload({"n": 9}), "d9") == "d9"  # one fits
+
+
 async def test_a_queue_subscription_needs_queue_requests_xep_0254_2_1(
     publisher: Publisher,
 ) -> None:

@@ -100,6 +100,21 @@ def publish(node: str, payload: str | None, item_id: str | None = None) -> str:
     )
 
 
+def publish_items(node: str, items: Sequence[tuple[str | None, str | None]]) -> str:
+    """XEP-0060 §13.11: several (payload, item id) in one publish; the service stores
+    all of them or none, and answers after the one commit that holds them."""
+    parts = []
+    for payload, item_id in items:
+        item_attr = "" if item_id is None else f" id='{quote_attr(item_id)}'"
+        parts.append(
+            f"<item{item_attr}/>" if payload is None else f"<item{item_attr}>{payload}</item>"
+        )
+    return (
+        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>"
+        f"{''.join(parts)}</publish></pubsub>"
+    )
+
+
 def create_node(node: str, config: Mapping[str, str] | None = None) -> str:
     """§8.1.3 create-and-configure in one request (§8.1.2 without *config*)."""
     configure = ""
@@ -228,6 +243,14 @@ def published_item_id(result: ET.Element) -> str | None:
         return None
     item = pubsub.find(f"{_PUBLISH_TAG}/{_PUBLISHED_ITEM_TAG}")
     return None if item is None else item.get("id")
+
+
+def published_item_ids(result: ET.Element) -> list[str]:
+    """Every item id in a publish result, in request order (§13.11)."""
+    pubsub = result.find(_PUBSUB_TAG)
+    if pubsub is None:
+        return []
+    return [i.get("id", "") for i in pubsub.findall(f"{_PUBLISH_TAG}/{_PUBLISHED_ITEM_TAG}")]
 
 
 @dataclass(frozen=True, slots=True)
