@@ -35,11 +35,15 @@ def test_every_referenced_file_exists() -> None:
     assert not missing, missing
 
 
+# Names of notes that live outside this repository, built from parts so that this
+# guard does not itself contain what it looks for.
+FOREIGN = ("DESIGN" + ".md", ".." + "/shared", "anchors" + ".md")
+
+
 def test_no_reference_to_design_notes_outside_the_repository() -> None:
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
-        assert "DESIGN.md" not in text, doc
-        assert "../shared" not in text and "research/" not in text, doc
+        assert not any(mark in text for mark in (*FOREIGN, "research/")), doc
 
 
 def test_no_source_file_points_outside_the_repository() -> None:
@@ -53,9 +57,7 @@ def test_no_source_file_points_outside_the_repository() -> None:
     offenders = [
         str(p.relative_to(ROOT))
         for p in sources
-        if any(
-            mark in p.read_text(encoding="utf-8") for mark in ("DESIGN", "../shared", "anchors.md")
-        )
+        if any(mark in p.read_text(encoding="utf-8") for mark in (*FOREIGN, "DESIGN"))
     ]
     assert not offenders, offenders
 

@@ -636,11 +636,6 @@ class PubSubService:
 
         return await self._ctx.run(op)
 
-    async def unlock_later(
-        self, actor: Actor, node: str, item_id: str, delay: int
-    ) -> Outcome[None]:
-        return await self.unlock(actor, node, item_id, delay)
-
     async def dead_letter_now(
         self, actor: Actor, node: str, item_id: str, reason: str
     ) -> Outcome[None]:

@@ -150,17 +150,7 @@ class QueueEngine:
             available_at = max(available_at, not_before) if available_at else not_before
         if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
             return False
-        work.tx.ledger.append(
-            LedgerEvent(
-                work.now,
-                kind,
-                node.node_id,
-                item.item_id,
-                holder_jid,
-                item.deliveries,
-                item.payload_size,
-            )
-        )
+        record(work.tx.ledger, work.now, kind, item, holder_jid)
         if notify_holder and holder_jid:
             work.effects.append(
                 UnlockNotice(holder_jid, node.node_id, item.item_id, reason, headline(node.config))
