@@ -38,9 +38,10 @@ SERVICE = "queue.localhost"
 def write_input(path: Path) -> None:
     lines = ["key,customer,amount,text"]
     lines += [f"job-{n},c{n % 7},{n * 1.5},hello {n}" for n in range(ROWS)]
+    # fits our check, not the node's limit; amid other rows, so it shares a batch
+    lines.insert(ROWS // 2, "job-big,c1,1," + "y" * 1500)
     lines.append("job-bad,too,many,fields,here")  # malformed: more fields than the header
     lines.append("job-huge,c1,1," + "x" * 6000)  # above --max-payload-bytes
-    lines.append("job-big,c1,1," + "y" * 1500)  # fits our check, not the node's limit
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -83,27 +84,30 @@ async def test_enqueue_drain_and_report_agree(
     source = tmp_path / "jobs.csv"
     write_input(source)
     rejects = tmp_path / "rejects.jsonl"
-    enqueue = parse(
-        [
-            "pipeline",
-            "enqueue",
-            "--node",
-            node,
-            "--input",
-            str(source),
-            "--id-column",
-            "key",
-            "--max-payload-bytes",
-            "5000",
-            "--rejects",
-            str(rejects),
-        ]
-    )
+    enqueue_argv = [
+        "pipeline",
+        "enqueue",
+        "--node",
+        node,
+        "--input",
+        str(source),
+        "--id-column",
+        "key",
+        "--max-payload-bytes",
+        "5000",
+        "--rejects",
+        str(rejects),
+    ]
+    enqueue = parse(enqueue_argv)
 
     # Twice, as after a failure: the second run replaces queued items, adds none.
-    for _ in range(2):
+    # The first run publishes 16 rows per request (the default): the batch that
+    # holds job-big is refused whole and sent again row by row, so only job-big
+    # is rejected. The second sends one row per publish.
+    one_by_one = parse([*enqueue_argv, "--publish-batch", "1"])
+    for args in (enqueue, one_by_one):
         printed = io.StringIO()
-        code = await asyncio.to_thread(run_pipeline, enqueue, settings, printed)
+        code = await asyncio.to_thread(run_pipeline, args, settings, printed)
         text = printed.getvalue()
         assert code == 1, text  # not every row could be published
         assert re.search(rf"read\W+{ROWS + 3}\b", text), text

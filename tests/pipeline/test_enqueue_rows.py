@@ -144,7 +144,8 @@ def test_unknown_columns_and_formats_are_refused_early(spark: Any, tmp_path: Pat
 
 class StandInPublisher:
     """Answers like the service would: ids starting with "refuse" are forbidden,
-    "lost" ones never get an answer because the stream died."""
+    "lost" ones never get an answer because the stream died. A batch is all or
+    none, with the error of its first failing item."""
 
     instances: list[StandInPublisher] = []
     fail_connect = False
@@ -152,6 +153,7 @@ class StandInPublisher:
     def __init__(self, jid: str, password: str, service: str, **options: Any) -> None:
         self.options = options
         self.sent: list[tuple[str, str | None, str | None]] = []
+        self.requests: list[list[str | None]] = []  # item ids of each publish request
         self.closed = False
         StandInPublisher.instances.append(self)
 
@@ -160,14 +162,24 @@ class StandInPublisher:
             raise ConnectionRefusedError("connection refused")
 
     async def submit(self, node: str, payload: str | None, item_id: str | None) -> Any:
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        if item_id and item_id.startswith("refuse"):
-            future.set_exception(PublishError("forbidden", "not a publisher"))
-        elif item_id and item_id.startswith("lost"):
-            future.set_exception(PublishError("connection-lost"))
-        else:
-            self.sent.append((node, payload, item_id))
-            future.set_result(item_id or "generated")
+        return await self.submit_batch(node, [(payload, item_id)], single=True)
+
+    async def submit_batch(
+        self, node: str, items: list[tuple[str | None, str | None]], single: bool = False
+    ) -> Any:
+        assert single or len(items) > 1, "a batch of one goes as a plain publish"
+        self.requests.append([item_id for _, item_id in items])
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        for _, item_id in items:
+            if item_id and item_id.startswith("refuse"):
+                future.set_exception(PublishError("forbidden", "not a publisher"))
+                return future
+            if item_id and item_id.startswith("lost"):
+                future.set_exception(PublishError("connection-lost"))
+                return future
+        self.sent += [(node, payload, item_id) for payload, item_id in items]
+        ids = [item_id or "generated" for _, item_id in items]
+        future.set_result(ids[0] if single else ids)
         return future
 
     async def close(self) -> None:
@@ -177,22 +189,23 @@ class StandInPublisher:
         self.closed = True
 
 
+def row(item_id: str, payload: str | None = "<a/>", reject: str | None = None) -> dict:
+    return {
+        "item_id": item_id,
+        "payload": payload,
+        "reject": reject,
+        "_source": "f.csv",
+        "record": None if reject is None else '{"id":1}',
+    }
+
+
 def test_each_row_ends_published_rejected_or_not_sent(monkeypatch: Any) -> None:
     import xmpp_queue.client
     from xmpp_queue.pipeline.enqueue import publish_partition, summarize
 
     monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
     StandInPublisher.instances = []
-    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4)
-
-    def row(item_id: str, payload: str | None = "<a/>", reject: str | None = None) -> dict:
-        return {
-            "item_id": item_id,
-            "payload": payload,
-            "reject": reject,
-            "_source": "f.csv",
-            "record": None if reject is None else '{"id":1}',
-        }
+    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4, batch=1)
 
     rows = [
         row("ok1"),
@@ -215,6 +228,47 @@ def test_each_row_ends_published_rejected_or_not_sent(monkeypatch: Any) -> None:
     assert sent == ["ok1", "ok3"]
     assert all(p.closed for p in StandInPublisher.instances)
     assert StandInPublisher.instances[0].options["window"] == 4
+
+
+def test_a_refused_batch_is_sent_again_row_by_row_so_only_its_culprit_is_rejected(
+    monkeypatch: Any,
+) -> None:
+    import xmpp_queue.client
+    from xmpp_queue.pipeline.enqueue import publish_partition, summarize
+
+    monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
+    StandInPublisher.instances = []
+    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4, batch=3)
+    names = ["ok1", "ok2", "refuse1", "ok3", "ok4", "ok5", "lost1", "ok6"]
+    summary = summarize(publish_partition(config, "jobs", [row(n) for n in names], False))
+    assert (summary.published, summary.failed, summary.rejected) == (5, 2, {REFUSED: 1})
+    reasons = {e["item_id"]: e["reason"] for e in summary.examples}
+    assert reasons["refuse1"].startswith(f"{REFUSED}: forbidden")
+    # A lost stream may or may not have stored the batch: not sent, and not sent again.
+    assert reasons["lost1"] == reasons["ok6"] == f"{NOT_SENT}: connection-lost"
+    (publisher,) = StandInPublisher.instances
+    assert publisher.requests == [
+        ["ok1", "ok2", "refuse1"],
+        ["ok3", "ok4", "ok5"],
+        ["lost1", "ok6"],
+        ["ok1"],  # the refused batch, again one row per publish
+        ["ok2"],
+        ["refuse1"],
+    ]
+    assert [item for _, _, item in publisher.sent] == ["ok3", "ok4", "ok5", "ok1", "ok2"]
+
+
+def test_batches_respect_their_size_and_a_payload_budget() -> None:
+    from xmpp_queue.pipeline.enqueue import batches
+
+    rows = [row(f"i{n}", "<a>" + "x" * 90 + "</a>") for n in range(7)]  # 97 bytes each
+    assert [len(b) for b in batches(rows, 3)] == [3, 3, 1]
+    assert [len(b) for b in batches(rows, 10, max_bytes=300)] == [3, 3, 1]
+    big = row("big", "<a>" + "y" * 500 + "</a>")
+    grouped = batches([rows[0], big, rows[1]], 10, max_bytes=300)
+    assert [[r["item_id"] for r in b] for b in grouped] == [["i0"], ["big"], ["i1"]]
+    assert [len(b) for b in batches([row("e", None)] * 5, 2)] == [2, 2, 1]
+    assert batches([], 4) == []
 
 
 def test_a_partition_that_cannot_connect_reports_its_rows_as_not_sent(monkeypatch: Any) -> None:

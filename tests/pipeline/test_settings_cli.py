@@ -12,6 +12,7 @@ from xmpp_queue.pipeline.cli import add_pipeline_parser, parse_duration, parse_m
 from xmpp_queue.pipeline.session import find_jdbc_jars
 from xmpp_queue.pipeline.settings import (
     DEFAULT_MAX_PAYLOAD,
+    DEFAULT_PUBLISH_BATCH,
     PipelineSettings,
     PipelineSettingsError,
     PublisherConfig,
@@ -36,14 +37,16 @@ def test_settings_from_the_pipeline_table() -> None:
             "service_jid": "queue.example.org",
             "xmpp_port": 5223,
             "allow_plain": True,
+            "publish_batch": 50,
         }
     )
     assert settings.jars == ("/opt/x.jar",)
     assert settings.spark_conf == {"spark.executor.memory": "4g", "spark.ui.enabled": "true"}
     assert settings.max_payload_bytes == DEFAULT_MAX_PAYLOAD == 262144
     assert settings.publisher_config() == PublisherConfig(
-        "loader@example.org", "pw", "queue.example.org", "127.0.0.1", 5223, 32, True
+        "loader@example.org", "pw", "queue.example.org", "127.0.0.1", 5223, 32, True, batch=50
     )
+    assert PipelineSettings().publish_batch == DEFAULT_PUBLISH_BATCH == 16
 
 
 @pytest.mark.parametrize(
@@ -51,6 +54,9 @@ def test_settings_from_the_pipeline_table() -> None:
     [
         ({"publisher_pasword": "x"}, "unknown key: publisher_pasword"),
         ({"window": 0}, "window must be a positive integer"),
+        ({"publish_batch": 0}, "publish_batch must be a positive integer"),
+        ({"publish_batch": True}, "publish_batch must be a positive integer"),
+        ({"publish_batch": 1001}, "publish_batch must be at most 1000"),
         ({"xmpp_port": "5222"}, "xmpp_port must be a positive integer"),
         ({"jars": "/a.jar"}, "jars must be a list"),
         ({"allow_plain": "yes"}, "allow_plain must be true or false"),
@@ -118,8 +124,14 @@ def test_the_three_jobs_and_their_options() -> None:
     assert report.since == datetime(2024, 1, 1, tzinfo=UTC) and report.bucket == 300
     export = parse(["pipeline", "export-ledger", "--out", "a", "--older-than", "30d"])
     assert export.cutoff < datetime.now(UTC) - timedelta(days=29)
+    assert args.publish_batch is None  # the [pipeline] setting applies
+    batched = parse(["pipeline", "enqueue", "--node", "j", "--input", "a", "--publish-batch", "8"])
+    assert batched.publish_batch == 8
     with pytest.raises(SystemExit):
         parse(["pipeline", "enqueue", "--input", "a.csv"])  # --node is required
+    for bad in ("0", "1001", "-3", "x"):
+        with pytest.raises(SystemExit):
+            parse(["pipeline", "enqueue", "--node", "j", "--input", "a", "--publish-batch", bad])
 
 
 def test_jdbc_jars_are_found_by_their_debian_names(tmp_path: Path) -> None:

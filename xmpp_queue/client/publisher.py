@@ -28,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
@@ -92,7 +92,7 @@ class Publisher:
         self._retry = retry
         self.reconnect = reconnect
         self.name = name or jid
-        self._window: PublishWindow[str] | None = None
+        self._window: PublishWindow[Any] | None = None  # str for one item, list[str] for a batch
         self._session: Session | None = None
         self.published = 0
 

@@ -24,7 +24,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from xmpp_queue.client.errors import (
     AuthenticationFailed,
@@ -249,8 +249,9 @@ class Session:
             if self._closing:
                 raise ConnectionLost(f"{self.name}: closed")
             waiter = asyncio.ensure_future(self._up.wait())
+            either: set[asyncio.Future[Any]] = {waiter, self._gave_up}
             try:
-                await asyncio.wait({waiter, self._gave_up}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
 

@@ -13,9 +13,11 @@ import asyncio
 import re
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
 from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError, PublisherConfig
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|m|min|h|d|w)?\s*$")
@@ -28,6 +30,13 @@ def parse_duration(text: str) -> int:
     if not match or int(match.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (e.g. 30s, 5m, 1h)")
     return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def batch_size(text: str) -> int:
+    """Rows per publish: 1 to the service's batch limit."""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_BATCH_ITEMS:
+        raise argparse.ArgumentTypeError(f"not a batch size from 1 to {MAX_BATCH_ITEMS}: {text!r}")
+    return int(text)
 
 
 def parse_moment(text: str, now: datetime | None = None) -> datetime:
@@ -96,6 +105,11 @@ def add_pipeline_parser(subparsers: Any) -> None:
         "--id-column", help="column of item ids: a re-run does not enqueue a row twice"
     )
     enqueue.add_argument("--connections", type=int, help="publisher connections (partitions)")
+    enqueue.add_argument(
+        "--publish-batch",
+        type=batch_size,
+        help="rows per publish request, 1 to 1000 (default: [pipeline] publish_batch, 16)",
+    )
     enqueue.add_argument(
         "--max-payload-bytes", type=int, help="reject larger payloads before sending"
     )
@@ -217,7 +231,10 @@ def _enqueue(
         connections=args.connections,
         rejects_path=args.rejects,
     )
-    summary = run_enqueue(spark, options, settings.publisher_config())
+    publisher = settings.publisher_config()
+    if args.publish_batch is not None:
+        publisher = replace(publisher, batch=args.publish_batch)
+    summary = run_enqueue(spark, options, publisher)
     summary.total_seconds = time.monotonic() - started
     print_enqueue_summary(summary, args.node, out)
     return 0 if summary.ok else 1

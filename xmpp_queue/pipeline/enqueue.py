@@ -6,6 +6,12 @@ rows into the database would be a second implementation of publish. Each Spark
 partition opens one publisher connection and keeps a window of publishes in
 flight (``xmpp_queue.client.Publisher`` retries ``wait`` errors with backoff).
 
+Batches: consecutive rows go out several per publish (XEP-0060 §13.11), which
+the service stores all or none in one commit. A refusal therefore means that
+nothing of the batch was stored, so its rows are sent again one per publish and
+each ends published or rejected with its own reason: the rejects file names the
+row the service refused, not its neighbours.
+
 Re-running after a failure: with ``--id-column`` every row keeps its item id,
 and publishing an id that is still queued replaces that item (XEP-0060 §7.1.2)
 instead of adding a second one.
@@ -60,6 +66,10 @@ _EXTENSIONS = {
 CHUNK_ROWS = 2048
 """Rows handed to the event loop at a time (a few windows' worth), so a partition
 streams instead of holding all of its outcomes."""
+BATCH_PAYLOAD_BYTES = 64 * 1024
+"""Payload bytes per batch publish at most (a single larger row goes alone). XMPP
+servers cap a client's stanza size (Prosody and ejabberd at 256 KiB by default) and
+close the stream above it, which would fail every publish in flight."""
 DETAILS_PER_PARTITION = 1000
 """Rejected rows reported in full per partition; beyond that they are counted."""
 
@@ -247,7 +257,10 @@ class _PartitionSender:
                 publisher.abort()
 
     async def publish_all(self, rows: list[Any]) -> list[tuple[str, str | None, Any]]:
-        """Submit every row through the publisher's window, then collect the answers."""
+        """Submit every row through the publisher's window, then collect the answers.
+
+        Rows go in batches of ``config.batch``; the rows of a batch the service
+        refused are sent again one by one (see the module docstring)."""
         if not rows:
             return []
         if self.publisher is None:
@@ -256,27 +269,68 @@ class _PartitionSender:
             except Exception as exc:  # reported per row; the other partitions go on
                 reason = f"{NOT_SENT}: cannot connect ({type(exc).__name__}: {exc})"
                 return [(FAILED, reason, row) for row in rows]
-        pending: list[tuple[Any, asyncio.Future[str] | BaseException]] = []
-        for row in rows:
+        results, refused = await self._send(batches(rows, self.config.batch))
+        if refused:
+            singles, _ = await self._send([[row] for row in refused])
+            results += singles
+        if any(status == FAILED for status, _, _ in results):
+            await self.close()  # the stream is suspect: reconnect for the next chunk
+        return results
+
+    async def _send(
+        self, groups: Sequence[list[Any]]
+    ) -> tuple[list[tuple[str, str | None, Any]], list[Any]]:
+        """Outcomes of *groups* (one publish each), and the rows of refused batches."""
+        pending: list[tuple[list[Any], asyncio.Future[Any] | BaseException]] = []
+        for group in groups:
             try:
-                future = await self.publisher.submit(self.node, row[PAYLOAD], row[ITEM_ID])
+                pending.append((group, await self._submit(group)))
             except Exception as exc:  # the stream broke while sending
-                pending.append((row, exc))
-            else:
-                pending.append((row, future))
+                pending.append((group, exc))
         results: list[tuple[str, str | None, Any]] = []
-        for row, future in pending:
+        refused: list[Any] = []
+        for group, future in pending:
             try:
                 if isinstance(future, BaseException):
                     raise future
                 await future
             except Exception as exc:
-                results.append(_failure(exc, row))
+                outcome = _failure(exc, group[0])
+                if outcome[0] == REJECTED and len(group) > 1:
+                    refused += group  # all or none: nothing of it was stored
+                else:
+                    results += [_failure(exc, row) for row in group]
             else:
-                results.append((PUBLISHED, None, row))
-        if any(status == FAILED for status, _, _ in results):
-            await self.close()  # the stream is suspect: reconnect for the next chunk
-        return results
+                results += [(PUBLISHED, None, row) for row in group]
+        return results, refused
+
+    async def _submit(self, group: list[Any]) -> asyncio.Future[Any]:
+        if len(group) == 1:
+            row = group[0]
+            return await self.publisher.submit(self.node, row[PAYLOAD], row[ITEM_ID])
+        items = [(row[PAYLOAD], row[ITEM_ID]) for row in group]
+        return await self.publisher.submit_batch(self.node, items)
+
+
+def batches(
+    rows: Sequence[Any], size: int, max_bytes: int = BATCH_PAYLOAD_BYTES
+) -> list[list[Any]]:
+    """Consecutive rows, at most *size* per batch and *max_bytes* of payload
+    (a row larger than that on its own is a batch of one)."""
+    out: list[list[Any]] = []
+    group: list[Any] = []
+    weight = 0
+    for row in rows:
+        payload = row[PAYLOAD]
+        n = len(payload.encode("utf-8")) if payload else 0
+        if group and (len(group) >= size or weight + n > max_bytes):
+            out.append(group)
+            group, weight = [], 0
+        group.append(row)
+        weight += n
+    if group:
+        out.append(group)
+    return out
 
 
 def _failure(exc: Exception, row: Any) -> tuple[str, str, Any]:

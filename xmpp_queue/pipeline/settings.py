@@ -14,8 +14,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
 
 DEFAULT_MAX_PAYLOAD = NodeConfig().max_payload_size
+DEFAULT_PUBLISH_BATCH = 16
+"""Rows per publish request (XEP-0060 §13.11 batch) in ``pipeline enqueue``."""
 
 
 class PipelineSettingsError(ValueError):
@@ -43,6 +46,7 @@ class PipelineSettings:
     xmpp_host: str = "127.0.0.1"
     xmpp_port: int = 5222
     window: int = 32
+    publish_batch: int = DEFAULT_PUBLISH_BATCH
     allow_plain: bool = False
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
@@ -77,6 +81,7 @@ class PipelineSettings:
             port=self.xmpp_port,
             window=self.window,
             allow_plain=self.allow_plain,
+            batch=self.publish_batch,
         )
 
 
@@ -91,6 +96,8 @@ class PublisherConfig:
     port: int
     window: int
     allow_plain: bool = False
+    batch: int = DEFAULT_PUBLISH_BATCH
+    """Rows per publish request; 1 sends one publish per row."""
 
 
 _STR_KEYS = {
@@ -101,7 +108,7 @@ _STR_KEYS = {
     "service_jid",
     "xmpp_host",
 }
-_POSITIVE_INT_KEYS = {"xmpp_port", "window", "max_payload_bytes"}
+_POSITIVE_INT_KEYS = {"xmpp_port", "window", "publish_batch", "max_payload_bytes"}
 
 
 def _check(key: str, value: Any) -> Any:
@@ -112,6 +119,10 @@ def _check(key: str, value: Any) -> Any:
     if key in _POSITIVE_INT_KEYS:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise PipelineSettingsError(f"[pipeline] {key} must be a positive integer")
+        if key == "publish_batch" and value > MAX_BATCH_ITEMS:
+            raise PipelineSettingsError(
+                f"[pipeline] publish_batch must be at most {MAX_BATCH_ITEMS} (the service's limit)"
+            )
         return value
     if key == "allow_plain":
         if not isinstance(value, bool):
