@@ -60,7 +60,6 @@ level = "WARNING"
 [limits]
 publish_rate = 0  # what the service can take, not the default 1,000 items/s per JID
 
-
 [pipeline]
 master = "local[*]"
 publisher_jid = "loader@localhost"

@@ -295,11 +295,11 @@ class _PartitionSender:
                     raise future
                 await future
             except Exception as exc:
-                outcome = _failure(exc, group[0])
-                if outcome[0] == REJECTED and len(group) > 1:
+                status, reason, _ = _failure(exc, group[0])
+                if status == REJECTED and len(group) > 1:
                     refused += group  # all or none: nothing of it was stored
                 else:
-                    results += [_failure(exc, row) for row in group]
+                    results += [(status, reason, row) for row in group]
             else:
                 results += [(PUBLISHED, None, row) for row in group]
         return results, refused
