@@ -48,6 +48,9 @@ def instance(cls: type[PubSubError]) -> PubSubError:
         "retry_after": 0.5,
         "modify": False,
         "text": "",
+        "name": "Urgency",
+        "limit_field": "pubsub#attributes_max",
+        "actual": 40,
     }
     params = inspect.signature(cls.__init__).parameters
     return cls(**{k: args[k] for k in params if k != "self" and k in args})

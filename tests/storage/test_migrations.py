@@ -105,8 +105,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_the_leader_lease_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0003_leader_lease"
+def test_item_attributes_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0004_item_attributes"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0003_leader_lease"\n'
+        'down_revision = "0004_item_attributes"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -156,6 +156,6 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0003_leader_lease"
+    assert migrations.current_revision(empty_db) == "0004_item_attributes"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables

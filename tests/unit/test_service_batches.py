@@ -24,7 +24,7 @@ from xmpp_queue.core.errors import (
     NodeFull,
 )
 from xmpp_queue.core.ledger import EventKind
-from xmpp_queue.core.model import Actor
+from xmpp_queue.core.model import Actor, NewItem
 from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
 from xmpp_queue.core.service import PubSubService
 
@@ -237,12 +237,12 @@ async def test_13_11_batch_publish_is_one_operation_all_or_none(service: PubSubS
     await queue(service)
     await service.configure_node(OWNER, "jobs", {"pubsub#max_items": ["3"]})
     sub = await batch_worker(service, ALICE, 8, 8)
-    four = [(f"p{i}", "<j/>", 4) for i in range(4)]
+    four = [NewItem(f"p{i}", "<j/>", 4) for i in range(4)]
     with pytest.raises(NodeFull):  # the fourth does not fit: none is stored
         await service.publish_items(PUB, "jobs", four)
     assert await locked_to(service) == {}
     assert await ledger(service, EventKind.PUBLISHED) == []
-    out = await service.publish_items(PUB, "jobs", [("p0", "<j/>", 4), (None, "<j/>", 4)])
+    out = await service.publish_items(PUB, "jobs", [NewItem("p0", "<j/>", 4), NewItem(None, "<j/>", 4)])
     assert out.value[0] == "p0" and out.value[1]
     assert item_notices(out.effects) == [(ALICE.jid, out.value)]
     assert set((await locked_to(service)).values()) == {sub}

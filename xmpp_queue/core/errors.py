@@ -64,6 +64,30 @@ class PayloadTooBig(PubSubError):
         self.limit = limit
 
 
+class AttributeRefused(PubSubError):
+    """An item attribute the node does not take: a reserved name or a bad value."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"attribute {name!r}: {reason}")
+        self.name = name
+
+
+class AttributeTooBig(PubSubError):
+    """An item's attributes exceed one of the node's limits (named in the text)."""
+
+    def __init__(self, limit_field: str, limit: int, actual: int) -> None:
+        super().__init__(f"attributes exceed {limit_field} ({actual} > {limit})")
+        self.limit_field = limit_field
+
+
+class DelayTooLong(PubSubError):
+    """A delayed publish asks for a start past the node's pubsub#queue_max_delay."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"start is past pubsub#queue_max_delay ({limit} seconds from now)")
+        self.limit = limit
+
+
 class FeatureNotImplemented(PubSubError):
     """The service does not implement this feature."""
 

@@ -9,10 +9,10 @@ locked, so unlock and extend are wrong for this node (bad-request).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 
 from xmpp_queue.core.access import require
+from xmpp_queue.core.attributes import schedule
 from xmpp_queue.core.audience import delete_and_tell, delivery_targets, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
@@ -29,6 +29,7 @@ from xmpp_queue.core.model import (
     Actor,
     Affiliation,
     Item,
+    NewItem,
     Node,
     NodeConfig,
     SendLastPublished,
@@ -62,31 +63,48 @@ class LeafPolicy:
         return None  # a leaf makes room by dropping its oldest items
 
     async def publish(
-        self,
-        work: Work,
-        node: Node,
-        item_id: str,
-        payload: str | None,
-        size: int,
-        publisher: str,
-        headers: Mapping[str, str],
+        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
     ) -> None:
+        """Store (if persistent), trim to ``max_items``, notify every subscriber.
+
+        Attributes travel with the item; an expiry (``pubsub#item_expire``,
+        ``Expires``/``TTL``) removes a stored item when due. A ``Start`` means
+        nothing to a broadcast: it is kept as an attribute, not waited for."""
         cfg, items = node.config, work.tx.items
+        plan = schedule(item.attributes, cfg, work.now, delays=False)
         if cfg.persist_items:
             if await items.get(node.node_id, item_id) is not None:
                 await items.replace_payload(
-                    node.node_id, item_id, payload, size, publisher, work.now
+                    node.node_id,
+                    item_id,
+                    item.payload,
+                    item.size,
+                    publisher,
+                    work.now,
+                    item.attributes,
+                    plan.priority,
+                    plan.expires_at,
                 )
             else:
                 await items.put(
-                    new_item(node.node_id, item_id, publisher, payload, size, headers, work.now)
+                    new_item(
+                        node.node_id,
+                        item_id,
+                        publisher,
+                        item.payload,
+                        item.size,
+                        item.attributes,
+                        work.now,
+                        priority=plan.priority,
+                        expires_at=plan.expires_at,
+                    )
                 )
                 await self._trim(work, node)
         notice = NoticeItem(
             item_id,
-            payload if cfg.deliver_payloads else None,
+            item.payload if cfg.deliver_payloads else None,
             self._ctx.shown_publisher(node, publisher),
-            dict(headers),
+            dict(item.attributes),
         )
         await self._tell(work, node, notice)
 

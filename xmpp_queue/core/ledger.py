@@ -26,6 +26,12 @@ class EventKind(enum.StrEnum):
     RETRACTED = "retracted"
     PURGED = "purged"
     EXTENDED = "extended"
+    DEDUPLICATED = "deduplicated"  # a publish of an id inside the dedup window: stored nothing
+    DROPPED = "dropped"  # expired or truncated on a node that drops rather than dead-letters
+
+
+FINISHED = frozenset({EventKind.ACKED, EventKind.RETRACTED})
+"""The events that end an item's life for the dedup window (``queue_dedup_window``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ they reach the core, so the core only needs to split off a resource.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from typing import Any
 
 
 def bare(jid: str) -> str:
@@ -143,6 +144,17 @@ class NodeConfig:
     queue_dead_letter: str = ""
     queue_retry_delay: int = 1
     queue_retry_delay_max: int = 600
+    # The message model (docs/queueing.md, "Attributes" and what rides on them).
+    attributes_max: int = 32
+    attribute_name_max: int = 128
+    attribute_value_max: int = 1024
+    attributes_max_bytes: int = 8192
+    item_expire: int = 0  # seconds; 0 = items never expire
+    queue_expire_action: str = "dead-letter"  # or "drop"
+    queue_delay: int = 0  # seconds every item is held back unless it says otherwise
+    queue_max_delay: int = 7 * 86400
+    queue_priority_age: int = 60  # seconds after which a waiting item counts as high
+    queue_dedup_window: int = 0  # seconds; 0 = off
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +191,59 @@ class Item:
     available_at: datetime | None = None
     deliveries: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 1
+    expires_at: datetime | None = None
+
+
+class Urgency(enum.IntEnum):
+    """An item's priority: XEP-0131's registered ``Urgency`` header values.
+
+    Higher is handed out first; an item without the header is ``medium``.
+    """
+
+    LOW = 0
+    MEDIUM = 1
+    HIGH = 2
+
+
+def _item_copier() -> Callable[..., Item]:
+    """Build ``copy(item, **changes)`` once from :class:`Item`'s fields.
+
+    The one place an item is copied with changes: a new field needs no edit
+    here. Generated source, so a copy is one constructor call with keyword
+    defaults, several times cheaper than ``dataclasses.replace`` (which
+    validates and re-runs ``__init__`` through introspection on every call);
+    the store copies an item on every lock, unlock and deadline change.
+    """
+    names = [f.name for f in fields(Item)]
+    params = ", ".join(f"{n}=_KEEP" for n in names)
+    args = ", ".join(f"i.{n} if {n} is _KEEP else {n}" for n in names)
+    source = f"def copy_item(i, *, {params}):\n    return Item({args})\n"
+    scope: dict[str, Any] = {"Item": Item, "_KEEP": _KEEP}
+    exec(source, scope)
+    copier: Callable[..., Item] = scope["copy_item"]
+    copier.__doc__ = "*i* with the given fields changed (see ``_item_copier``)."
+    return copier
+
+
+_KEEP: Any = object()
+copy_item = _item_copier()
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """What a publisher hands in: one typed value from every transport to the store.
+
+    ``item_id`` None asks the service for one; ``size`` is the payload's stored
+    byte count (checked against ``pubsub#max_payload_size``); ``attributes`` are
+    the publisher's key/value pairs (XEP-0131 headers on the wire), checked
+    against the node's limits by :mod:`xmpp_queue.core.attributes`.
+    """
+
+    item_id: str | None
+    payload: str | None
+    size: int = 0
+    attributes: Mapping[str, str] = field(default_factory=dict)
 
 
 def new_item(
@@ -189,9 +254,13 @@ def new_item(
     size: int,
     headers: Mapping[str, str],
     at: datetime,
+    *,
+    priority: int = Urgency.MEDIUM,
+    expires_at: datetime | None = None,
+    available_at: datetime | None = None,
 ) -> Item:
     """An item as published (or moved in) at *at*: unlocked, never delivered; the
-    store gives it its ``seq``."""
+    store gives it its ``seq``. *available_at* holds it back (a delayed publish)."""
     return Item(
         node=node_id,
         item_id=item_id,
@@ -201,7 +270,10 @@ def new_item(
         published_at=at,
         updated_at=at,
         payload_size=size,
+        available_at=available_at,
         headers=dict(headers),
+        priority=priority,
+        expires_at=expires_at,
     )
 
 

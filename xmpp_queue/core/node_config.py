@@ -9,7 +9,7 @@ and leave as typed :class:`NodeConfig` values, or an error naming the field.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,16 @@ from xmpp_queue.core.errors import (
     PreconditionNotMet,
     UnsupportedAccessModel,
 )
+from xmpp_queue.core.form_fields import (
+    ConfigField,
+    enum_parser,
+    int_parser,
+    parse_bool,
+    parse_max_items,
+    parse_text,
+    render_value,
+)
+from xmpp_queue.core.message_config import MESSAGE_FIELDS
 from xmpp_queue.core.model import (
     AccessModel,
     ItemReply,
@@ -28,108 +38,35 @@ from xmpp_queue.core.model import (
     SendLastPublished,
 )
 
+__all__ = ["ConfigField", "parse_bool", "render_value"]
+
 NODE_CONFIG_FORM = "http://jabber.org/protocol/pubsub#node_config"
 SUBSCRIBE_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#subscribe_options"
 PUBLISH_OPTIONS_FORM = "http://jabber.org/protocol/pubsub#publish-options"
 META_DATA_FORM = "http://jabber.org/protocol/pubsub#meta-data"
 
-_TRUE = {"1", "true"}
-_FALSE = {"0", "false"}
-
-
-def parse_bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError("expected a boolean (0, 1, false, true)")
-
-
-def _int_parser(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ValueError("expected an integer") from None
-        if value < minimum:
-            raise ValueError(f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
-            raise ValueError(f"must be at most {maximum}")
-        return value
-
-    return parse
-
-
-def _parse_max_items(raw: str) -> int | None:
-    """``pubsub:integer-or-max``: a non-negative integer, or "max" for no limit."""
-    if raw.strip().lower() == "max":
-        return None
-    return _int_parser(0)(raw)
-
-
-def _enum_parser(enum_type: Any) -> Callable[[str], Any]:
-    def parse(raw: str) -> Any:
-        try:
-            return enum_type(raw.strip())
-        except ValueError:
-            allowed = ", ".join(m.value for m in enum_type)
-            raise ValueError(f"expected one of {allowed}") from None
-
-    return parse
-
-
-def _parse_text(raw: str) -> str:
-    return raw
-
-
-def render_value(value: object) -> str:
-    """A typed value as its XEP-0004 string."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if value is None:
-        return "max"
-    return str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigField:
-    """One form field: its var, form type, label, options, and how to parse it."""
-
-    var: str
-    attr: str
-    kind: str  # XEP-0004 field type: boolean, text-single, list-single
-    label: str
-    parse: Callable[[str], Any]
-    options: tuple[str, ...] = ()
-    datatype: str = ""  # XEP-0122 datatype, if any
-    queue_only: bool = False
-
-
 NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
-    ConfigField(
-        "pubsub#title", "title", "text-single", "A friendly name for the node", _parse_text
-    ),
+    ConfigField("pubsub#title", "title", "text-single", "A friendly name for the node", parse_text),
     ConfigField(
         "pubsub#description",
         "description",
         "text-single",
         "A description of the node",
-        _parse_text,
+        parse_text,
     ),
     ConfigField(
         "pubsub#type",
         "payload_type",
         "text-single",
         "Payload semantic type information (the payload's namespace)",
-        _parse_text,
+        parse_text,
     ),
     ConfigField(
         "pubsub#max_items",
         "max_items",
         "text-single",
         "Max # of items to persist (or max)",
-        _parse_max_items,
+        parse_max_items,
         datatype="pubsub:integer-or-max",
     ),
     ConfigField(
@@ -168,7 +105,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "access_model",
         "list-single",
         "Specify the subscriber model",
-        _enum_parser(AccessModel),
+        enum_parser(AccessModel),
         options=tuple(m.value for m in AccessModel),
     ),
     ConfigField(
@@ -176,7 +113,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "publish_model",
         "list-single",
         "Specify the publisher model",
-        _enum_parser(PublishModel),
+        enum_parser(PublishModel),
         options=tuple(m.value for m in PublishModel),
     ),
     ConfigField(
@@ -184,7 +121,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "max_payload_size",
         "text-single",
         "Max payload size in bytes",
-        _int_parser(1),
+        int_parser(1),
         datatype="xs:integer",
     ),
     ConfigField(
@@ -192,7 +129,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "send_last_published_item",
         "list-single",
         "When to send the last published item",
-        _enum_parser(SendLastPublished),
+        enum_parser(SendLastPublished),
         options=tuple(m.value for m in SendLastPublished),
     ),
     ConfigField(
@@ -200,7 +137,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "notification_type",
         "list-single",
         "Specify the delivery style for notifications",
-        _enum_parser(NotificationType),
+        enum_parser(NotificationType),
         options=tuple(m.value for m in NotificationType),
     ),
     ConfigField(
@@ -208,7 +145,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "itemreply",
         "list-single",
         "Whether items carry their publisher (publisher) or not (none)",
-        _enum_parser(ItemReply),
+        enum_parser(ItemReply),
         options=tuple(m.value for m in ItemReply),
     ),
     ConfigField(
@@ -223,7 +160,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "queue_lock_timeout",
         "text-single",
         "Seconds a subscriber holds an item before it is given to another",
-        _int_parser(1, 86400 * 7),
+        int_parser(1, 86400 * 7),
         datatype="xs:integer",
         queue_only=True,
     ),
@@ -232,7 +169,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "queue_max_deliveries",
         "text-single",
         "Deliveries before an item is dead-lettered (0 = no limit)",
-        _int_parser(0, 1_000_000),
+        int_parser(0, 1_000_000),
         datatype="xs:integer",
         queue_only=True,
     ),
@@ -241,7 +178,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "queue_dead_letter",
         "text-single",
         "Node that receives dead-lettered items (empty = <node>/dead-letter)",
-        _parse_text,
+        parse_text,
         queue_only=True,
     ),
     ConfigField(
@@ -249,7 +186,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "queue_retry_delay",
         "text-single",
         "Seconds before an unlocked or expired item is offered again (doubles with each delivery)",
-        _int_parser(0, 86400),
+        int_parser(0, 86400),
         datatype="xs:integer",
         queue_only=True,
     ),
@@ -258,10 +195,11 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         "queue_retry_delay_max",
         "text-single",
         "Upper bound of the growing retry delay, in seconds",
-        _int_parser(0, 86400 * 7),
+        int_parser(0, 86400 * 7),
         datatype="xs:integer",
         queue_only=True,
     ),
+    *MESSAGE_FIELDS,
 )
 
 _BY_VAR = {f.var: f for f in NODE_CONFIG_FIELDS}
@@ -368,7 +306,7 @@ SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
         "queue_requests",
         "text-single",
         "Number of items processed in parallel (XEP-0254)",
-        _int_parser(1, MAX_QUEUE_REQUESTS),
+        int_parser(1, MAX_QUEUE_REQUESTS),
         datatype="xs:integer",
         queue_only=True,
     ),
@@ -377,7 +315,7 @@ SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
         "max_batch",
         "text-single",
         "Most items sent in one notification (this service's extension; default 1)",
-        _int_parser(1, MAX_BATCH_ITEMS),
+        int_parser(1, MAX_BATCH_ITEMS),
         datatype="xs:integer",
         queue_only=True,
     ),

@@ -16,14 +16,21 @@ dispatch by hand, and none can forget one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.context import ServiceContext
 from xmpp_queue.core.leaf import LeafPolicy
-from xmpp_queue.core.model import Actor, Affiliation, Item, Node, NodeConfig, Subscription
+from xmpp_queue.core.model import (
+    Actor,
+    Affiliation,
+    Item,
+    NewItem,
+    Node,
+    NodeConfig,
+    Subscription,
+)
 from xmpp_queue.core.model import SubscriptionState as State
 from xmpp_queue.core.node_config import SubscribeOptions
 from xmpp_queue.core.queue.policy import QueuePolicy
@@ -50,15 +57,9 @@ class NodePolicy(Protocol):
         """Refuse one more item when the node holds *count* (NodeFull)."""
 
     async def publish(
-        self,
-        work: Work,
-        node: Node,
-        item_id: str,
-        payload: str | None,
-        size: int,
-        publisher: str,
-        headers: Mapping[str, str],
-    ) -> None: ...
+        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+    ) -> None:
+        """Store (or, for a repeated id, replace or ignore) one checked new item."""
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         """An item was moved into the node (dead letter, redrive): record, tell."""

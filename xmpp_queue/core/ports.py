@@ -51,6 +51,7 @@ class QueueStats:
     backlog: int  # items not locked (waiting, including delayed ones)
     in_flight: int  # locked items
     oldest_waiting: datetime | None  # published_at of the oldest unlocked item
+    delayed: int = 0  # of the backlog: held back until a later time (delay, retry)
 
 
 class NodeRepository(Protocol):
@@ -113,8 +114,12 @@ class ItemRepository(Protocol):
         size: int,
         publisher: str,
         at: datetime,
+        headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
-        """Re-publish of an existing id: new payload, queue state and position kept."""
+        """Re-publish of an existing id: new payload (and, when given, attributes,
+        priority and expiry); queue state and position kept."""
 
     async def get(self, node_id: str, item_id: str) -> Item | None: ...
 
@@ -181,6 +186,14 @@ class ItemRepository(Protocol):
     async def locked_by(self, node_id: str, subid: str) -> list[Item]: ...
 
     async def locked(self, node_id: str) -> list[Item]: ...
+
+    async def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
+        """Unlocked items whose ``expires_at`` is <= *now*, earliest first (an
+        index, never a scan of the backlog)."""
+
+    async def finished_since(self, node_id: str, item_id: str, since: datetime) -> bool:
+        """Whether *item_id* was acked or retracted on *node_id* at or after
+        *since* (the dedup window), in this transaction or a committed one."""
 
     async def expired_locks(self, now: datetime, limit: int) -> list[Item]:
         """Locked items whose deadline is <= now, earliest first, over all nodes."""

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from xmpp_queue.core.access import check_access, check_id, own_subscriptions, require
+from xmpp_queue.core.attributes import check_attributes
 from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may_publish
@@ -56,6 +57,7 @@ from xmpp_queue.core.model import (
     Affiliation,
     AffiliationEntry,
     ItemPage,
+    NewItem,
     Node,
     NodeConfig,
     PageRequest,
@@ -417,22 +419,22 @@ class PubSubService:
         payload: str | None,
         payload_size: int = 0,
         publish_options: FormValues | None = None,
+        attributes: Mapping[str, str] | None = None,
     ) -> Outcome[str]:
         """§7.1: returns the item id (generated when None). On a queue node the item
         is locked to one subscriber in the same transaction (XEP-0254 §2.2)."""
-        out = await self.publish_items(
-            actor, node, [(item_id, payload, payload_size)], publish_options
-        )
+        item = NewItem(item_id, payload, payload_size, attributes or {})
+        out = await self.publish_items(actor, node, [item], publish_options)
         return Outcome(out.value[0], out.effects)
 
     async def publish_items(
         self,
         actor: Actor,
         node: str,
-        items: Sequence[tuple[str | None, str | None, int]],
+        items: Sequence[NewItem],
         publish_options: FormValues | None = None,
     ) -> Outcome[list[str]]:
-        """§7.1 for (item id, payload, size) triples; several are §13.11's batch: one
+        """§7.1 for each :class:`NewItem`; several are §13.11's batch: one
         operation, so all are stored or none (the first refusal is the answer) and
         the answer comes after the one commit that holds them all.
 
@@ -445,9 +447,9 @@ class PubSubService:
             raise ItemRequired()
         if len(items) > MAX_BATCH_ITEMS:
             raise BadRequest(f"at most {MAX_BATCH_ITEMS} items per request")
-        for item_id, _, _ in items:
-            if item_id is not None:
-                check_id(item_id, "item id")
+        for item in items:
+            if item.item_id is not None:
+                check_id(item.item_id, "item id")
 
         async def op(w: Work) -> list[str]:
             if bound:
@@ -461,15 +463,16 @@ class PubSubService:
             if publish_options:
                 check_preconditions(n.config, publish_options)
             cfg, policy, ids = n.config, self._types.of(n), []
-            for item_id, payload, payload_size in items:
-                if payload is None and cfg.deliver_payloads and cfg.persist_items:
+            for item in items:
+                if item.payload is None and cfg.deliver_payloads and cfg.persist_items:
                     raise PayloadRequired()
-                if payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
+                if item.payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
                     raise ItemForbidden()
-                if payload_size > cfg.max_payload_size:
-                    raise PayloadTooBig(payload_size, cfg.max_payload_size)
-                new_id = item_id or self._ctx.new_id()
-                await policy.publish(w, n, new_id, payload, payload_size, actor.jid, {})
+                if item.size > cfg.max_payload_size:
+                    raise PayloadTooBig(item.size, cfg.max_payload_size)
+                check_attributes(item.attributes, cfg)
+                new_id = item.item_id or self._ctx.new_id()
+                await policy.publish(w, n, new_id, item, actor.jid)
                 ids.append(new_id)
             if bound:
                 rate.take(actor.bare, w.now, len(ids))
@@ -691,11 +694,14 @@ class PubSubService:
         return await self._ctx.run(op)
 
     async def tick(self) -> Outcome[int]:
-        """Expire due locks (unlock notice, redispatch or dead-letter) and dispatch
-        items whose retry delay has passed. Returns how many locks expired."""
+        """Expire due locks (unlock notice, redispatch or dead-letter), expire
+        waiting items past their time, and dispatch items whose delay has passed.
+        Returns how many locks expired."""
 
         async def op(w: Work) -> int:
-            expired = await self._types.queue.engine.expire_due(w, w.tx.nodes.get)
+            engine = self._types.queue.engine
+            expired = await engine.expire_due(w, w.tx.nodes.get)
+            await engine.expire_waiting_due(w, w.tx.nodes.get)
             for n in await w.tx.nodes.all():
                 w.touched[n.node_id] = None
             w.deadlines_changed = True

@@ -62,6 +62,11 @@ EVENT_COUNTERS: dict[EventKind, tuple[str, str]] = {
     EventKind.RETRACTED: ("retracted", "Items removed by a publisher or owner (not acks)"),
     EventKind.PURGED: ("purged", "Items removed by a purge or a node deletion"),
     EventKind.EXTENDED: ("extended", "Lock deadlines extended by their holder"),
+    EventKind.DEDUPLICATED: (
+        "deduplicated",
+        "Publishes of an id inside the dedup window: answered, nothing stored",
+    ),
+    EventKind.DROPPED: ("dropped", "Waiting items dropped at expiry (queue_expire_action drop)"),
 }
 """Ledger event kind -> (counter name without prefix and _total, help)."""
 

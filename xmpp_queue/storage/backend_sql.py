@@ -31,7 +31,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg
@@ -43,6 +43,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    or_,
     select,
     update,
 )
@@ -115,6 +116,8 @@ class Statements:
     ledger_all: str
     ledger_for_node: str
     ledger_count: str
+    ledger_finished: str
+    ledger_last: str
 
 
 def _upsert(
@@ -212,6 +215,24 @@ def _statements(
             ),
             ("node", "kind", "since"),
         ),
+        # A dedup window after a restart: the acks and retracts of the window's
+        # length before the node's last event (no clock needed at load).
+        ledger_finished=c(
+            select(ledger.c.item_id, ledger.c.at)
+            .where(
+                ledger.c.node == bindparam("node"),
+                or_(
+                    ledger.c.kind == literal_column("'acked'"),
+                    ledger.c.kind == literal_column("'retracted'"),
+                ),
+                ledger.c.at >= bindparam("since"),
+            )
+            .order_by(ledger.c.id),
+            ("node", "since"),
+        ),
+        ledger_last=c(
+            select(func.max(ledger.c.at)).where(ledger.c.node == bindparam("node")), ("node",)
+        ),
     )
 
 
@@ -294,6 +315,8 @@ def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             t(i.available_at),
             i.deliveries,
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
+            i.priority,
+            t(i.expires_at),
         )
         for i in items
         if i.payload is not COLD
@@ -315,6 +338,8 @@ def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             t(i.available_at),
             i.deliveries,
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
+            i.priority,
+            t(i.expires_at),
             i.node,
             i.item_id,
         )
@@ -442,6 +467,13 @@ class SqliteBackend:
             builder.affiliations(conn.execute(SQLITE.load_affs))
             builder.subscriptions(conn.execute(SQLITE.load_subs))
             builder.items(conn.execute(SQLITE.load_items))
+            for node_id, window in builder.dedup_nodes():
+                last = _sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])
+                if last is not None:
+                    since = _sqlite_time(last - timedelta(seconds=window))
+                    builder.finished(
+                        node_id, conn.execute(SQLITE.ledger_finished, (node_id, since))
+                    )
             floor = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
         finally:
             conn.execute("ROLLBACK")
@@ -569,6 +601,12 @@ class PostgresBackend:
                 builder.affiliations(await conn.fetch(POSTGRES.load_affs))
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
                 builder.items(await conn.fetch(POSTGRES.load_items))
+                for node_id, window in builder.dedup_nodes():
+                    last = await conn.fetchval(POSTGRES.ledger_last, node_id)
+                    if last is not None:
+                        since = last - timedelta(seconds=window)
+                        rows = await conn.fetch(POSTGRES.ledger_finished, node_id, since)
+                        builder.finished(node_id, rows)
                 seq_floor = await conn.fetchval(
                     "SELECT pg_sequence_last_value(pg_get_serial_sequence('items', 'seq'))"
                 )

@@ -34,8 +34,9 @@ snapshotted the node (a purge or removal replaced the live containers since).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from xmpp_queue.core.ledger import LedgerEvent
+from xmpp_queue.core.ledger import FINISHED, LedgerEvent
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
 from xmpp_queue.storage.state import MemoryState, NodeState
 
@@ -145,6 +146,19 @@ class ChangeSet:
         if self._below:
             return True  # an open savepoint: something may have changed below it
         return bool(self.nodes or self.items or self.subs or self.affiliations or self.events)
+
+    def finished_pending(self, node_id: str, item_id: str, since: datetime) -> bool:
+        """Whether this transaction's (not yet committed) ledger rows ack or retract
+        *item_id* at or after *since*: the dedup window before the commit."""
+        for event in reversed(self.events):
+            if (
+                event.item_id == item_id
+                and event.node == node_id
+                and event.kind in FINISHED
+                and event.at >= since
+            ):
+                return True
+        return False
 
     # --- savepoints ----------------------------------------------------------------------
 

@@ -51,6 +51,8 @@ ITEM_COLD_FIELDS = (  # an UPDATE of an item whose payload is not in memory
     "available_at",
     "deliveries",
     "headers",
+    "priority",
+    "expires_at",
     "node_id",
     "item_id",
 )
@@ -70,6 +72,8 @@ ITEM_FIELDS = (
     "available_at",
     "deliveries",
     "headers",
+    "priority",
+    "expires_at",
 )
 LEDGER_FIELDS = ("at", "kind", "node", "item_id", "subscriber", "deliveries", "payload_size")
 
@@ -159,6 +163,8 @@ class StateBuilder:
             available,
             deliveries,
             headers,
+            priority,
+            item_expires,
         ) in rows:
             ns = nodes.get(node_id)
             if ns is None:
@@ -186,9 +192,29 @@ class StateBuilder:
                 when(available),
                 deliveries,
                 frozen_headers(codec.decode_headers(headers)) if headers else EMPTY_HEADERS,
+                priority,
+                when(item_expires),
             )
             state.set_item(ns, item_id, item)
             self._max_seq = max(self._max_seq, seq)
+
+    def dedup_nodes(self) -> list[tuple[str, int]]:
+        """(node id, window seconds) of every node that keeps a dedup window."""
+        return [
+            (node_id, ns.node.config.queue_dedup_window)
+            for node_id, ns in self._state.nodes.items()
+            if ns.node.config.queue_dedup_window > 0
+        ]
+
+    def finished(self, node_id: str, rows: Iterable[Row]) -> None:
+        """Acks and retracts of a dedup node's window, from the ledger, oldest first
+        (rows of (item id, at)); the window is re-read, never stored twice."""
+        ns = self._state.nodes[node_id]
+        for item_id, at in rows:
+            when = self._when(at)
+            assert when is not None
+            ns.finished.pop(item_id, None)
+            ns.finished[item_id] = when
 
     def finish(self, seq_floor: int = 0, sub_id_floor: int = 0) -> MemoryState:
         """The state; new seqs and subscription ids start above every one seen

@@ -32,6 +32,7 @@ from xmpp_queue.core.model import (
     PageRequest,
     Subscription,
     bare,
+    copy_item,
     new_item,
 )
 from xmpp_queue.core.paging import page_of
@@ -42,6 +43,7 @@ from xmpp_queue.storage.state import (
     PREFETCH,
     MemoryState,
     NodeState,
+    frozen_headers,
     stored_item,
     utc,
     utc_opt,
@@ -241,11 +243,21 @@ class ItemsRepo:
         size: int,
         publisher: str,
         at: datetime,
+        headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
         ns = self._s.nodes.get(node_id)
         old = ns.items.get(item_id) if ns is not None else None
         if ns is not None and old is not None:
             new = with_payload(old, payload, size, publisher, utc(at))
+            if headers is not None:
+                new = copy_item(
+                    new,
+                    headers=frozen_headers(headers),
+                    priority=old.priority if priority is None else priority,
+                    expires_at=utc_opt(expires_at),
+                )
             self._c.touch_item(node_id, item_id)
             self._s.set_item(ns, item_id, new)
 
@@ -290,6 +302,7 @@ class ItemsRepo:
                 item.payload_size,
                 headers,
                 when,
+                priority=item.priority,
             ),
             state.next_seq,
         )
@@ -418,8 +431,25 @@ class ItemsRepo:
                 warm[(i.node, i.item_id)] = i
         return [warm[(i.node, i.item_id)] for i in due]
 
+    async def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
+        if limit <= 0:
+            return []
+        return self._s.expired_waiting(now, limit)
+
+    async def finished_since(self, node_id: str, item_id: str, since: datetime) -> bool:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return False
+        if self._s.finished_since(ns, item_id, since):
+            return True
+        return self._c.finished_pending(node_id, item_id, since)
+
     async def next_deadline(self, now: datetime) -> datetime | None:
-        moments = [self._s.next_lock_deadline(), self._s.next_retry(now)]
+        moments = [
+            self._s.next_lock_deadline(),
+            self._s.next_retry(now),
+            self._s.next_item_expiry(),
+        ]
         return min((m for m in moments if m is not None), default=None)
 
     async def queue_stats(self, node_id: str) -> QueueStats:
@@ -431,6 +461,7 @@ class ItemsRepo:
             backlog=len(ns.items) - in_flight,
             in_flight=in_flight,
             oldest_waiting=self._oldest_waiting(ns),
+            delayed=ns.queue.delayed_live,
         )
 
     def _oldest_waiting(self, ns: NodeState) -> datetime | None:

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -164,6 +165,8 @@ class ItemRow(Base):
     available_at: Mapped[datetime | None] = mapped_column(index=True)
     deliveries: Mapped[int] = mapped_column(Integer, default=0)
     headers: Mapped[str | None] = mapped_column(Text)
+    priority: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
+    expires_at: Mapped[datetime | None]
 
 
 class LedgerRow(Base):

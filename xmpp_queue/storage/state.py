@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final
 
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
 """Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
@@ -84,125 +84,57 @@ def frozen_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
 
 def stored_item(item: Item, seq: int) -> Item:
     """*item* as the store keeps it: the given seq, UTC times, frozen headers."""
-    return Item(
-        item.node,
-        item.item_id,
-        seq,
-        item.publisher,
-        item.payload,
-        utc(item.published_at),
-        utc(item.updated_at),
-        item.payload_size,
-        item.locked_by,
-        item.lock_jid,
-        utc_opt(item.locked_at),
-        utc_opt(item.lock_expires_at),
-        utc_opt(item.available_at),
-        item.deliveries,
-        frozen_headers(item.headers),
+    return copy_item(
+        item,
+        seq=seq,
+        published_at=utc(item.published_at),
+        updated_at=utc(item.updated_at),
+        locked_at=utc_opt(item.locked_at),
+        lock_expires_at=utc_opt(item.lock_expires_at),
+        available_at=utc_opt(item.available_at),
+        headers=frozen_headers(item.headers),
+        priority=int(item.priority),
+        expires_at=utc_opt(item.expires_at),
     )
 
 
 def with_payload_value(i: Item, payload: str | None) -> Item:
     """The same item with its payload fetched (or, with COLD, dropped)."""
-    return Item(
-        i.node,
-        i.item_id,
-        i.seq,
-        i.publisher,
-        payload,
-        i.published_at,
-        i.updated_at,
-        i.payload_size,
-        i.locked_by,
-        i.lock_jid,
-        i.locked_at,
-        i.lock_expires_at,
-        i.available_at,
-        i.deliveries,
-        i.headers,
-    )
+    return copy_item(i, payload=payload)
 
 
 def with_lock(i: Item, subid: str, jid: str, locked_at: datetime, expires_at: datetime) -> Item:
-    return Item(
-        i.node,
-        i.item_id,
-        i.seq,
-        i.publisher,
-        i.payload,
-        i.published_at,
-        i.updated_at,
-        i.payload_size,
-        subid,
-        jid,
-        locked_at,
-        expires_at,
-        None,
-        i.deliveries + 1,
-        i.headers,
+    return copy_item(
+        i,
+        locked_by=subid,
+        lock_jid=jid,
+        locked_at=locked_at,
+        lock_expires_at=expires_at,
+        available_at=None,
+        deliveries=i.deliveries + 1,
     )
 
 
 def without_lock(i: Item, available_at: datetime | None) -> Item:
-    return Item(
-        i.node,
-        i.item_id,
-        i.seq,
-        i.publisher,
-        i.payload,
-        i.published_at,
-        i.updated_at,
-        i.payload_size,
-        None,
-        None,
-        None,
-        None,
-        available_at,
-        i.deliveries,
-        i.headers,
+    return copy_item(
+        i,
+        locked_by=None,
+        lock_jid=None,
+        locked_at=None,
+        lock_expires_at=None,
+        available_at=available_at,
     )
 
 
 def with_deadline(i: Item, expires_at: datetime) -> Item:
-    return Item(
-        i.node,
-        i.item_id,
-        i.seq,
-        i.publisher,
-        i.payload,
-        i.published_at,
-        i.updated_at,
-        i.payload_size,
-        i.locked_by,
-        i.lock_jid,
-        i.locked_at,
-        expires_at,
-        i.available_at,
-        i.deliveries,
-        i.headers,
-    )
+    return copy_item(i, lock_expires_at=expires_at)
 
 
 def with_payload(
     i: Item, payload: str | None, size: int, publisher: str, updated_at: datetime
 ) -> Item:
-    return Item(
-        i.node,
-        i.item_id,
-        i.seq,
-        publisher,
-        payload,
-        i.published_at,
-        updated_at,
-        size,
-        i.locked_by,
-        i.lock_jid,
-        i.locked_at,
-        i.lock_expires_at,
-        i.available_at,
-        i.deliveries,
-        i.headers,
+    return copy_item(
+        i, payload=payload, payload_size=size, publisher=publisher, updated_at=updated_at
     )
 
 
@@ -267,6 +199,58 @@ class ReadyQueue:
         return found
 
 
+class ReadyLevels:
+    """The ready items of one node by priority level: one :class:`ReadyQueue` each.
+
+    Nearly every node has one level in use (``medium``), so the common path is
+    one dict lookup more than a single queue. Membership questions by seq
+    (``in``) ask each level; there are at most three.
+    """
+
+    __slots__ = ("_levels",)
+
+    def __init__(self) -> None:
+        self._levels: dict[int, ReadyQueue] = {}
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._levels.values())
+
+    def __contains__(self, seq: int) -> bool:
+        return any(seq in q for q in self._levels.values())
+
+    def add(self, seq: int, item_id: str, level: int) -> None:
+        queue = self._levels.get(level)
+        if queue is None:
+            queue = self._levels[level] = ReadyQueue()
+        queue.add(seq, item_id)
+
+    def discard(self, seq: int, level: int) -> bool:
+        queue = self._levels.get(level)
+        return queue is not None and queue.discard(seq)
+
+    def members(self) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for queue in self._levels.values():
+            found.update(queue.members())
+        return found
+
+    def heap_size(self) -> int:
+        return sum(q.heap_size() for q in self._levels.values())
+
+    def live_levels(self) -> list[tuple[int, ReadyQueue]]:
+        """Non-empty levels, highest first."""
+        return sorted(((lv, q) for lv, q in self._levels.items() if len(q)), reverse=True)
+
+    def first(self, limit: int) -> list[str]:
+        """Item ids, highest level first, seq order within a level (no ageing)."""
+        found: list[str] = []
+        for _, queue in self.live_levels():
+            if len(found) >= limit:
+                break
+            found.extend(queue.first(limit - len(found)))
+        return found
+
+
 @dataclass(slots=True)
 class QueueIndex:
     """Where each item of a node stands: ready, delayed or locked (exactly one).
@@ -275,7 +259,7 @@ class QueueIndex:
     transaction's snapshot of the node keeps the index that matched its items.
     """
 
-    ready: ReadyQueue = field(default_factory=ReadyQueue)
+    ready: ReadyLevels = field(default_factory=ReadyLevels)
     # (available_at, seq, item_id) of unlocked items held back by a retry delay
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     delayed_live: int = 0
@@ -300,6 +284,9 @@ class NodeState:
     queue: QueueIndex = field(default_factory=QueueIndex)
     # False after a rollback put removed items back at the end of ``items``.
     ordered: bool = True
+    # Dedup window: item id -> when it was acked or retracted, oldest first.
+    # Committed facts only (the store adds them after each commit; see ``store``).
+    finished: dict[str, datetime] = field(default_factory=dict)
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -310,6 +297,7 @@ class NodeState:
             self.affiliations,
             self.queue,
             self.ordered,
+            self.finished,
         )
 
     def in_order(self) -> dict[str, Item]:
@@ -328,6 +316,7 @@ class NodeState:
 
 
 LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
+ExpiryEntry = tuple[datetime, int, str, str]  # (expires_at, seq, node_id, item_id)
 
 
 class MemoryState:
@@ -337,6 +326,9 @@ class MemoryState:
         self.nodes: dict[str, NodeState] = {}
         self.lock_heap: list[LockEntry] = []
         self.locked_total = 0
+        # Waiting items with an expiry time (locked ones are not due: a worker has them).
+        self.expiry_heap: list[ExpiryEntry] = []
+        self.expiring_total = 0
         self.delayed_nodes: set[str] = set()
         self.next_seq = 1
         self.next_sub_id = 1
@@ -365,8 +357,11 @@ class MemoryState:
             self.locked_total += 1
             if item.lock_expires_at is not None:
                 self.push_deadline(item)
-        elif item.available_at is None:
-            q.ready.add(item.seq, item.item_id)
+            return
+        if item.expires_at is not None:
+            self.push_expiry(item)
+        if item.available_at is None:
+            q.ready.add(item.seq, item.item_id, item.priority)
         else:
             heapq.heappush(q.delayed, (item.available_at, item.seq, item.item_id))
             q.delayed_live += 1
@@ -383,7 +378,10 @@ class MemoryState:
             else:
                 del q.loads[item.locked_by]
             self.locked_total -= 1
-        elif not q.ready.discard(item.seq) and item.available_at is not None:
+            return
+        if item.expires_at is not None:
+            self.expiring_total -= 1
+        if not q.ready.discard(item.seq, item.priority) and item.available_at is not None:
             q.delayed_live -= 1
 
     def cool(self, items: list[Item]) -> int:
@@ -405,6 +403,9 @@ class MemoryState:
     def clear_items(self, ns: NodeState) -> None:
         """Purge: fresh containers (the old ones stay intact for a snapshot)."""
         self.locked_total -= len(ns.queue.locked)
+        self.expiring_total -= sum(
+            1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
+        )
         ns.items = {}
         ns.queue = QueueIndex()
         ns.ordered = True
@@ -413,12 +414,20 @@ class MemoryState:
         ns = self.nodes.pop(node_id, None)
         if ns is not None:
             self.locked_total -= len(ns.queue.locked)
+            self.expiring_total -= sum(
+                1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
+            )
         return ns
 
     def recount(self) -> None:
         """Re-derive the store-wide counters and indexes after whole nodes came back."""
         self.locked_total = sum(len(ns.queue.locked) for ns in self.nodes.values())
+        self.expiring_total = 0
+        self.expiry_heap = []
         for ns in self.nodes.values():
+            for item in ns.items.values():
+                if item.expires_at is not None and item.locked_by is None:
+                    self.push_expiry(item)
             if ns.queue.delayed:
                 self.delayed_nodes.add(ns.node.node_id)
             for item_id in ns.queue.locked:
@@ -469,6 +478,52 @@ class MemoryState:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
+    # --- item expiry (pubsub#item_expire, an item's Expires/TTL) ----------------------
+
+    def push_expiry(self, item: Item) -> None:
+        """Index a waiting item's expiry; counted live until it is locked or removed."""
+        assert item.expires_at is not None
+        self.expiring_total += 1
+        heap = self.expiry_heap
+        heapq.heappush(heap, (item.expires_at, item.seq, item.node, item.item_id))
+        if len(heap) > 2 * self.expiring_total + _HEAP_SLACK:
+            self.expiry_heap = sorted({e for e in heap if self._expiry_entry_item(e) is not None})
+
+    def _expiry_entry_item(self, entry: ExpiryEntry) -> Item | None:
+        at, seq, node_id, item_id = entry
+        ns = self.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if item is None or item.seq != seq or item.locked_by is not None or item.expires_at != at:
+            return None
+        return item
+
+    def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
+        """Waiting items whose expiry is <= now, earliest first (entries stay until
+        the caller moves or removes the items, then they are stale)."""
+        heap = self.expiry_heap
+        found: list[Item] = []
+        kept: list[ExpiryEntry] = []
+        last: ExpiryEntry | None = None
+        while heap and len(found) < limit and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if entry == last:
+                continue
+            item = self._expiry_entry_item(entry)
+            if item is None:
+                continue
+            last = entry
+            kept.append(entry)
+            found.append(item)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def next_item_expiry(self) -> datetime | None:
+        heap = self.expiry_heap
+        while heap and self._expiry_entry_item(heap[0]) is None:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
     # --- retry delays --------------------------------------------------------------------
 
     def _delayed_entry_live(self, ns: NodeState, entry: tuple[datetime, int, str]) -> bool:
@@ -495,7 +550,7 @@ class MemoryState:
             entry = heapq.heappop(heap)
             if self._delayed_entry_live(ns, entry):
                 q.delayed_live -= 1
-                q.ready.add(entry[1], entry[2])
+                q.ready.add(entry[1], entry[2], ns.items[entry[2]].priority)
         if not heap:
             self.delayed_nodes.discard(ns.node.node_id)
 
@@ -520,15 +575,43 @@ class MemoryState:
     # --- reads -------------------------------------------------------------------------
 
     def ready_items(self, ns: NodeState, now: datetime, limit: int) -> list[Item]:
+        """Up to *limit* ready items in dispatch order: highest priority first, seq
+        order within a level; an item waiting longer than the node's
+        ``queue_priority_age`` counts as high (so low levels are never starved)."""
         if ns.queue.delayed:
             self.promote_due(ns, now)
         items = ns.items
-        found = [items[i] for i in ns.queue.ready.first(limit)]
+        levels = ns.queue.ready.live_levels()
+        if len(levels) <= 1:
+            found = [items[i] for i in ns.queue.ready.first(limit)]
+        else:
+            found = _by_priority(items, levels, now, limit, ns.node.config.queue_priority_age)
         for i in found:
             if i.available_at is not None and i.available_at > now:
                 # Promoted at a later clock reading: the clock went back since.
                 return [i for i in found if i.available_at is None or i.available_at <= now]
         return found
+
+    # --- dedup window ---------------------------------------------------------------
+
+    def finished_since(self, ns: NodeState, item_id: str, since: datetime) -> bool:
+        """Whether *item_id* was acked or retracted at or after *since* (committed)."""
+        at = ns.finished.get(item_id)
+        return at is not None and at >= since
+
+    def note_finished(self, ns: NodeState, item_id: str, at: datetime) -> None:
+        """Remember a committed ack/retract for the node's dedup window, and forget
+        the ones that fell out of it (oldest first: O(1) per call, amortised)."""
+        window = ns.node.config.queue_dedup_window
+        finished = ns.finished
+        finished.pop(item_id, None)
+        finished[item_id] = at
+        horizon = at.timestamp() - window
+        while finished:
+            oldest = next(iter(finished))
+            if finished[oldest].timestamp() >= horizon:
+                break
+            del finished[oldest]
 
     def locked_items(self, ns: NodeState) -> list[Item]:
         found = [ns.items[i] for i in ns.queue.locked]
@@ -540,3 +623,27 @@ class MemoryState:
             ids = ns.sub_ids
             for sub in ns.subs.values():
                 yield ids[sub.subid], sub
+
+
+def _by_priority(
+    items: Mapping[str, Item],
+    levels: list[tuple[int, ReadyQueue]],
+    now: datetime,
+    limit: int,
+    age: int,
+) -> list[Item]:
+    """Merge the heads of several priority levels (see ``ready_items``)."""
+    top = levels[0][0]
+    horizon = now.timestamp() - age if age > 0 else None
+    candidates: list[tuple[int, int, Item]] = []
+    for level, queue in levels:
+        for item_id in queue.first(limit):
+            item = items[item_id]
+            rank = level
+            if horizon is not None and level < top:
+                since = item.available_at or item.published_at
+                if since.timestamp() <= horizon:
+                    rank = top  # waited long enough: as urgent as the most urgent
+            candidates.append((-rank, item.seq, item))
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    return [c[2] for c in candidates[:limit]]

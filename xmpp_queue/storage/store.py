@@ -64,6 +64,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from xmpp_queue.core.ledger import FINISHED
 from xmpp_queue.core.ports import (
     AffiliationRepository,
     EventLedger,
@@ -214,6 +215,16 @@ class StateStore:
         changes.clear()
         if self.backend.keeps_payloads:
             self._state.cool(flush.item_upserts)
+        self._note_finished(flush)
+
+    def _note_finished(self, flush: Flush) -> None:
+        """Committed acks and retracts enter their node's dedup window."""
+        nodes, state = self._state.nodes, self._state
+        for event in flush.events:
+            if event.kind in FINISHED:
+                ns = nodes.get(event.node)
+                if ns is not None and ns.node.config.queue_dedup_window > 0:
+                    state.note_finished(ns, event.item_id, event.at)
 
     async def _reload_state(self) -> None:
         if self._writing is not None:

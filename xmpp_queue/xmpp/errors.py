@@ -46,8 +46,11 @@ from slixmpp import Iq
 from slixmpp.exceptions import XMPPError
 
 from xmpp_queue.core.errors import (
+    AttributeRefused,
+    AttributeTooBig,
     BadRequest,
     ClosedNode,
+    DelayTooLong,
     FeatureNotImplemented,
     Forbidden,
     InvalidJid,
@@ -115,6 +118,11 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
     PayloadRequired: ErrorRow("modify", "bad-request", "payload-required"),  # §7.1.3.6
     ItemForbidden: ErrorRow("modify", "bad-request", "item-forbidden"),  # §7.1.3.6
     PayloadTooBig: ErrorRow("modify", "not-acceptable", "payload-too-big"),  # §7.1.3.5
+    # Item attributes (XEP-0131 headers in the item): a bad one is a bad payload, one
+    # past a size limit is too big, a start past the node's bound is not acceptable.
+    AttributeRefused: ErrorRow("modify", "bad-request", "invalid-payload"),
+    AttributeTooBig: ErrorRow("modify", "not-acceptable", "payload-too-big"),
+    DelayTooLong: ErrorRow("modify", "not-acceptable"),
     FeatureNotImplemented: ErrorRow("cancel", "feature-not-implemented", "unsupported"),
     UnknownRequest: ErrorRow("cancel", "feature-not-implemented"),
     # nodes

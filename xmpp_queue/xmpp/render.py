@@ -187,7 +187,14 @@ def form_result(iq: Iq, ns: str, element: str, form: ET.Element, **attrs: str | 
 
 
 def _item(parent: ET.Element, ns: str, item: Item, publisher: str | None) -> None:
-    _add_payload(_el(parent, ns, "item", id=item.item_id, publisher=publisher), item.payload)
+    """An ``<item/>``: its payload, then its attributes as XEP-0131 ``<headers/>``
+    (the same place a publisher put them)."""
+    element = _el(parent, ns, "item", id=item.item_id, publisher=publisher)
+    _add_payload(element, item.payload)
+    if item.headers:
+        container = _el(element, SHIM, "headers")
+        for name, value in item.headers.items():
+            _el(container, SHIM, "header", name=name).text = value
 
 
 def items_result(iq: Iq, node: str, page: ItemPage) -> Iq:

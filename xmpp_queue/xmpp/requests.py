@@ -34,10 +34,13 @@ from xmpp_queue.core.errors import (
     NodeIdRequired,
     PayloadTooBig,
 )
-from xmpp_queue.core.model import Affiliation, PageRequest, SubscriptionState
+from xmpp_queue.core.model import Affiliation, NewItem, PageRequest, SubscriptionState
 from xmpp_queue.core.node_config import PUBLISH_OPTIONS_FORM
 from xmpp_queue.xmpp.forms import FormValues, find_form, read_form
-from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_OWNER, RSM
+from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_OWNER, RSM, SHIM
+
+SHIM_HEADERS = f"{{{SHIM}}}headers"
+SHIM_HEADER = f"{{{SHIM}}}header"
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """Hard cap before any parsing; pubsub#max_payload_size (the node's own limit) is
@@ -93,7 +96,7 @@ class PublishRequest:
     """§7.1; several ``<item/>`` are §13.11's batch: (id, payload, size) each."""
 
     node: str
-    items: tuple[tuple[str | None, str | None, int], ...]
+    items: tuple[NewItem, ...]
     publish_options: FormValues | None
 
 
@@ -285,15 +288,45 @@ def canonical_payload(element: ET.Element) -> tuple[str, int]:
 
 def item_payload(item: ET.Element) -> tuple[str | None, int]:
     """The payload of an ``<item/>``: None when empty, else exactly one element."""
+    payload, size, _ = item_content(item)
+    return payload, size
+
+
+def item_content(item: ET.Element) -> tuple[str | None, int, dict[str, str]]:
+    """An ``<item/>``'s payload (None, or exactly one element) and its attributes:
+    at most one XEP-0131 ``<headers/>`` beside the payload, in either order."""
     children = list(item)
     stray_text = (item.text or "").strip() or any((c.tail or "").strip() for c in children)
     if stray_text:
         raise InvalidPayload("an item holds one XML element, not text")
-    if not children:
-        return None, 0
-    if len(children) > 1:
-        raise InvalidPayload("an item holds exactly one payload element")
-    return canonical_payload(children[0])
+    headers = [c for c in children if c.tag == SHIM_HEADERS]
+    if len(headers) > 1:
+        raise InvalidPayload("an item holds at most one SHIM <headers/> element")
+    attributes = shim_attributes(headers[0]) if headers else {}
+    payloads = [c for c in children if c.tag != SHIM_HEADERS]
+    if not payloads:
+        return None, 0, attributes
+    if len(payloads) > 1:
+        raise InvalidPayload("an item holds exactly one payload element (and optional headers)")
+    return (*canonical_payload(payloads[0]), attributes)
+
+
+def shim_attributes(headers: ET.Element) -> dict[str, str]:
+    """``<header name='k'>v</header>`` children as a dict; a repeated name or
+    anything but headers is refused (an attribute has one value)."""
+    found: dict[str, str] = {}
+    for child in headers:
+        if child.tag != SHIM_HEADER:
+            raise InvalidPayload("SHIM <headers/> holds only <header/> elements")
+        if len(child):
+            raise InvalidPayload("a SHIM <header/> holds text only")
+        name = child.get("name")
+        if name is None:
+            raise InvalidPayload("a SHIM <header/> needs a name")
+        if name in found:
+            raise InvalidPayload(f"header {name!r} appears twice")
+        found[name] = child.text or ""
+    return found
 
 
 # --- parsers, one per request (pubsub = the <pubsub/> element, el = the verb) ---------
@@ -332,7 +365,7 @@ def parse_publish(pubsub: ET.Element, el: ET.Element) -> PublishRequest:
     items = el.findall(f"{{{PUBSUB}}}item")
     if not items:
         raise ItemRequired()
-    parsed = tuple((item.get("id"), *item_payload(item)) for item in items)
+    parsed = tuple(NewItem(item.get("id"), *item_content(item)) for item in items)
     options_el = _child(pubsub, PUBSUB, "publish-options")
     options = None
     x = find_form(options_el)

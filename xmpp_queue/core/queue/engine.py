@@ -44,6 +44,10 @@ Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 EXPIRY_BATCH = 500
 
 
+def key_of(item: Item) -> tuple[str, str]:
+    return item.node, item.item_id
+
+
 def takes_work(sub: Subscription) -> bool:
     """A subscription that can be handed items: subscribed, with a window, delivering."""
     return (
@@ -87,42 +91,65 @@ class QueueEngine:
         dispatcher = self._dispatchers.setdefault(node.node_id, QueueDispatcher())
         batches = NoticeBatches(node.node_id, headline(node.config))
         sent = 0
-        for item in await tx.items.next_ready(node.node_id, work.now, room):
-            key = (node.node_id, item.item_id)
-            chosen = dispatcher.choose(candidates, loads, avoid=self._previous_holder.get(key))
-            if chosen is None:
-                break
-            sub = by_subid[chosen.subid]
-            expires = lock_deadline(node.config, work.now)
-            if not await tx.items.lock(
-                node.node_id, item.item_id, sub.subid, sub.jid, work.now, expires
-            ):
-                continue
-            self._previous_holder.pop(key, None)
-            loads[sub.subid] = loads.get(sub.subid, 0) + 1
-            deliveries = item.deliveries + 1
-            tx.ledger.append(
-                LedgerEvent(
-                    work.now,
-                    EventKind.DELIVERED,
-                    node.node_id,
-                    item.item_id,
-                    sub.jid,
-                    deliveries,
-                    item.payload_size,
+        while room > 0:
+            ready = await tx.items.next_ready(node.node_id, work.now, room)
+            expired = full = False
+            for item in ready:
+                if item.expires_at is not None and item.expires_at <= work.now:
+                    await self.expire_waiting(work, node, item)  # never handed out late
+                    expired = True
+                    continue
+                key = (node.node_id, item.item_id)
+                chosen = dispatcher.choose(candidates, loads, avoid=self._previous_holder.get(key))
+                if chosen is None:
+                    full = True
+                    break
+                sub = by_subid[chosen.subid]
+                expires = lock_deadline(node.config, work.now)
+                if not await tx.items.lock(
+                    node.node_id, item.item_id, sub.subid, sub.jid, work.now, expires
+                ):
+                    continue
+                self._previous_holder.pop(key, None)
+                loads[sub.subid] = loads.get(sub.subid, 0) + 1
+                deliveries = item.deliveries + 1
+                tx.ledger.append(
+                    LedgerEvent(
+                        work.now,
+                        EventKind.DELIVERED,
+                        node.node_id,
+                        item.item_id,
+                        sub.jid,
+                        deliveries,
+                        item.payload_size,
+                    )
                 )
-            )
-            notice_item = NoticeItem(
-                item.item_id,
-                item.payload,
-                self._ctx.shown_publisher(node, item.publisher),
-                {**item.headers, "delivery-attempt": str(deliveries)},
-            )
-            batches.add(work.effects, sub, notice_item)
-            work.deadlines_changed = True
-            sent += 1
+                notice_item = NoticeItem(
+                    item.item_id,
+                    item.payload,
+                    self._ctx.shown_publisher(node, item.publisher),
+                    {**item.headers, "delivery-attempt": str(deliveries)},
+                )
+                batches.add(work.effects, sub, notice_item)
+                work.deadlines_changed = True
+                sent += 1
+                room -= 1
+            if full or not expired:
+                break  # only expired items make room for another look
         batches.flush(work.effects)
         return sent
+
+    async def expire_waiting(self, work: Work, node: Node, item: Item) -> None:
+        """A waiting item past its expiry: to the dead-letter node with reason
+        ``expired`` (the default), or dropped with a ledger row when the node's
+        ``pubsub#queue_expire_action`` says ``drop``. Never delivered."""
+        if node.config.queue_expire_action == "drop":
+            if await work.tx.items.remove(node.node_id, item.item_id):
+                record(work.tx.ledger, work.now, EventKind.DROPPED, item)
+                self._previous_holder.pop((node.node_id, item.item_id), None)
+                log.info("event=item_expired node=%s item=%s action=drop", *key_of(item))
+            return
+        await self.dead_letter(work, node, item, reason="expired")
 
     async def requeue(
         self,
@@ -224,6 +251,26 @@ class QueueEngine:
             if await self.requeue(work, node, item, EventKind.UNLOCKED, reason, notify):
                 released += 1
         return released
+
+    async def expire_waiting_due(
+        self, work: Work, load_node: Callable[[str], Awaitable[Node | None]]
+    ) -> int:
+        """Waiting items whose expiry came (from the store's expiry index, never a
+        scan): each is dead-lettered or dropped as its node says."""
+        count = 0
+        for item in await work.tx.items.expired_waiting(work.now, EXPIRY_BATCH):
+            node = await load_node(item.node)
+            if node is None:
+                continue
+            if not node.config.queue:
+                # XEP-0060 pubsub#item_expire on a broadcast node: the item is purged.
+                await work.tx.items.remove(node.node_id, item.item_id)
+                count += 1
+                continue
+            await self.expire_waiting(work, node, item)
+            work.touched[node.node_id] = None
+            count += 1
+        return count
 
     async def expire_due(
         self, work: Work, load_node: Callable[[str], Awaitable[Node | None]]

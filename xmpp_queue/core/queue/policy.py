@@ -15,10 +15,11 @@ hard limit here: a publish past it is refused (nothing is ever dropped).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from xmpp_queue.core.access import own_subscriptions
+from xmpp_queue.core.attributes import schedule
 from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
@@ -36,6 +37,7 @@ from xmpp_queue.core.model import (
     Actor,
     Affiliation,
     Item,
+    NewItem,
     Node,
     NodeConfig,
     Subscription,
@@ -88,26 +90,59 @@ class QueuePolicy:
     # --- items -------------------------------------------------------------------------
 
     async def publish(
-        self,
-        work: Work,
-        node: Node,
-        item_id: str,
-        payload: str | None,
-        size: int,
-        publisher: str,
-        headers: Mapping[str, str],
+        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
     ) -> None:
-        items = work.tx.items
-        if await items.get(node.node_id, item_id) is not None:
+        """Store the item with its schedule (priority, start, expiry), or, for an id
+        inside the dedup window, store nothing and say so in the ledger."""
+        cfg, items = node.config, work.tx.items
+        plan = schedule(item.attributes, cfg, work.now)
+        existing = await items.get(node.node_id, item_id)
+        if cfg.queue_dedup_window > 0 and (
+            existing is not None
+            or await items.finished_since(
+                node.node_id, item_id, work.now - timedelta(seconds=cfg.queue_dedup_window)
+            )
+        ):
+            # The item id is the idempotency key: a repeat inside the window (a
+            # publisher's retry after a lost answer) is a success that adds nothing.
+            duplicate = existing or new_item(
+                node.node_id, item_id, publisher, None, item.size, {}, work.now
+            )
+            record(work.tx.ledger, work.now, EventKind.DEDUPLICATED, duplicate)
+            return
+        if existing is not None:
             # Re-publishing an id replaces the payload; a queued item keeps its
             # place and its lock, so re-running a bulk load never doubles work.
-            await items.replace_payload(node.node_id, item_id, payload, size, publisher, work.now)
+            await items.replace_payload(
+                node.node_id,
+                item_id,
+                item.payload,
+                item.size,
+                publisher,
+                work.now,
+                item.attributes,
+                plan.priority,
+                plan.expires_at,
+            )
             return
         self.check_room(node, await items.count(node.node_id))
         stored = await items.put(
-            new_item(node.node_id, item_id, publisher, payload, size, headers, work.now)
+            new_item(
+                node.node_id,
+                item_id,
+                publisher,
+                item.payload,
+                item.size,
+                item.attributes,
+                work.now,
+                priority=plan.priority,
+                expires_at=plan.expires_at,
+                available_at=plan.available_at,
+            )
         )
         record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)
+        if plan.available_at is not None:
+            work.deadlines_changed = True
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         record(work.tx.ledger, work.now, EventKind.PUBLISHED, item)
