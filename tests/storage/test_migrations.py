@@ -159,3 +159,71 @@ def test_a_failing_revision_leaves_nothing_behind(
     assert migrations.current_revision(empty_db) == "0004_item_attributes"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
+
+
+def test_upgrading_to_item_attributes_keeps_items_locks_and_dead_letters(empty_db: str) -> None:
+    """Rows written under 0003 (a waiting item, a locked one with its deadline, a dead
+    letter with headers) load unchanged after the upgrade, as medium items that
+    never expire."""
+    from sqlalchemy import text
+
+    from xmpp_queue.storage.store import StateStore
+
+    migrations.upgrade(empty_db, "0003_leader_lease")
+    config = '{"queue": true}'
+    rows = [
+        "INSERT INTO nodes (node_id, config, creator, created_at) VALUES "
+        f"('jobs', '{config}', 'o@x', '2026-01-01 12:00:00+00:00'), "
+        "('jobs/dead-letter', '{}', '', '2026-01-01 12:00:00+00:00')",
+        "INSERT INTO subscriptions (node_id, subid, jid, state, queue_requests, created_at)"
+        " VALUES ('jobs', 's1', 'w@x/r', 'subscribed', 2, '2026-01-01 12:00:00+00:00')",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, deliveries) VALUES ('jobs', 'waiting', 'p@x', '<a/>', 4,"
+        " '2026-01-01 12:00:00+00:00', '2026-01-01 12:00:00+00:00', 0)",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, locked_by, lock_jid, locked_at, lock_expires_at, deliveries) VALUES"
+        " ('jobs', 'held', 'p@x', '<b/>', 4, '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:00:01+00:00', 's1', 'w@x/r', '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:05:01+00:00', 1)",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, deliveries, headers) VALUES ('jobs/dead-letter', 'dead', 'p@x', '<c/>',"
+        " 4, '2026-01-01 12:00:02+00:00', '2026-01-01 12:00:02+00:00', 0,"
+        """ '{"reason":"max-deliveries","origin-node":"jobs"}')""",
+    ]
+
+    def write(conn: Connection) -> None:
+        for sql in rows:
+            conn.execute(text(sql))
+
+    async def fill() -> None:
+        engine = make_engine(empty_db)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(write)
+        finally:
+            await engine.dispose()
+
+    in_thread(fill())
+    migrations.upgrade(empty_db)
+
+    async def read() -> dict[str, Any]:
+        store = await StateStore.open(empty_db)
+        try:
+            async with store.transaction() as tx:
+                found = {i.item_id: i for i in await tx.items.locked("jobs")}
+                found |= {i.item_id: i for i in await tx.items.next_ready("jobs", _NOW, 10)}
+                found |= {i.item_id: i for i in await tx.items.latest("jobs/dead-letter", 10)}
+                return found
+        finally:
+            await store.close()
+
+    items = in_thread(read())
+    assert set(items) == {"waiting", "held", "dead"}
+    assert items["held"].locked_by == "s1" and items["held"].lock_expires_at is not None
+    assert items["dead"].headers["reason"] == "max-deliveries"
+    assert items["waiting"].payload == "<a/>"
+    assert {i.priority for i in items.values()} == {1}
+    assert {i.expires_at for i in items.values()} == {None}
+
+
+_NOW = __import__("datetime").datetime(2026, 1, 1, 13, tzinfo=__import__("datetime").UTC)

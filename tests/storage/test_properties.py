@@ -21,7 +21,15 @@ After every step it checks:
 - **batches**: a retract or unlock naming several items (XEP-0060 §13.11, our
   ``<unlock/>``) that succeeds acted on every one of them (one ledger row each);
   one that is refused changed nothing (the refusal rule above);
-- **reload**: after a restart the store equals the one that was running.
+- **reload**: after a restart the store equals the one that was running;
+- **attributes**: every item carries the attributes it was published with, in
+  the queue and as a dead letter, across restarts;
+- **time**: no item is delivered before its ``Start`` or at/after its expiry; an
+  expired item is dead-lettered or dropped (the node's choice), still in one place;
+- **priority**: an operation never hands out an item while a more urgent one
+  (or an older one of the same level) that was ready before it stays waiting;
+- **dedup**: inside the node's dedup window after an ack or retract, a publish of
+  the same id stores nothing (no ``published`` row, only ``deduplicated``).
 
 Budget: ``XMPP_QUEUE_PROPERTY_EXAMPLES`` examples of up to
 ``XMPP_QUEUE_PROPERTY_STEPS`` steps per backend (CI: 100 x 40). A longer run is
@@ -39,6 +47,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +64,7 @@ from hypothesis.stateful import (
 )
 
 from tests.unit.conftest import FakeClock
+from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
@@ -82,7 +92,9 @@ IN_QUEUE = {
     EventKind.EXPIRED,
     EventKind.EXTENDED,
 }
-GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED}
+GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED, EventKind.DROPPED}
+FINISHED = {EventKind.ACKED, EventKind.RETRACTED}
+NOT_A_MOVE = {EventKind.DEDUPLICATED}  # a ledger row that changes no item
 
 Opener = Callable[[], Awaitable[StateStore]]
 Reopener = Callable[[], Awaitable[StateStore]] | None
@@ -110,6 +122,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.ids = itertools.count(1)
         self.published: list[str] = []
+        self.attributes: dict[str, dict[str, str]] = {}  # as last published (stored)
+        self.window = 0  # the queue's dedup window, seconds
+        self.age = 0  # the queue's priority age, seconds
+        self.single_step = False  # the step was one operation (the priority check)
         self.loads: dict[str, int] = {}
         self.max_batch: dict[str, int] = {}  # per worker JID, as last subscribed
         self.subids = itertools.count(1)  # across restarts, as random ids would be
@@ -139,6 +155,7 @@ class QueueMachine(RuleBasedStateMachine):
 
         "Before" is the state the invariants checked after the previous step."""
         before = self.last if self.last is not None else self.run(snapshot(self.store))
+        self.single_step = True
         try:
             return self.run(call())
         except PubSubError:
@@ -156,13 +173,25 @@ class QueueMachine(RuleBasedStateMachine):
 
     # --- set-up --------------------------------------------------------------------------
 
-    @initialize(max_items=st.sampled_from(["4", "8"]), max_deliveries=st.sampled_from(["2", "3"]))
-    def make_queue(self, max_items: str, max_deliveries: str) -> None:
+    @initialize(
+        max_items=st.sampled_from(["4", "8", "16"]),
+        max_deliveries=st.sampled_from(["2", "3"]),
+        window=st.sampled_from([0, 60]),
+        expire_action=st.sampled_from(["dead-letter", "drop"]),
+        age=st.sampled_from([0, 40]),
+    )
+    def make_queue(
+        self, max_items: str, max_deliveries: str, window: int, expire_action: str, age: int
+    ) -> None:
+        self.window, self.age = window, age
         config = {
             "pubsub#queue": ["1"],
             "pubsub#max_items": [max_items],
             "pubsub#queue_lock_timeout": ["30"],
             "pubsub#queue_max_deliveries": [max_deliveries],
+            "pubsub#queue_dedup_window": [str(window)],
+            "pubsub#queue_expire_action": [expire_action],
+            "pubsub#queue_priority_age": [str(age)],
         }
         self.run(self.service.create_node(OWNER, QUEUE, config))
         # A new queue is whitelisted: the owner names its publisher and workers.
@@ -176,17 +205,68 @@ class QueueMachine(RuleBasedStateMachine):
 
     # --- rules ---------------------------------------------------------------------------
 
-    @rule(actor=st.sampled_from((PUB, PUB, OWNER, STRANGER)))
-    def publish(self, actor: Actor) -> None:
+    def _attributes(self, data: st.DataObject) -> dict[str, str]:
+        """Some of: a user attribute, an Urgency, a Start (delay), a TTL; sometimes a
+        reserved name (refused)."""
+        attributes: dict[str, str] = {}
+        if data.draw(st.booleans()):
+            attributes["tenant"] = data.draw(st.sampled_from(["a", "b"]))
+        urgency = data.draw(st.sampled_from([None, "low", "medium", "high"]))
+        if urgency:
+            attributes["Urgency"] = urgency
+        delay = data.draw(st.sampled_from([None, None, 5, 40]))
+        if delay:
+            attributes["Start"] = format_datetime(self.clock.now + timedelta(seconds=delay))
+        ttl = data.draw(st.sampled_from([None, None, 8, 50]))
+        if ttl:
+            attributes["TTL"] = str(ttl)
+        if data.draw(st.integers(0, 20)) == 0:
+            attributes["delivery-attempt"] = "1"  # forged: refused
+        return attributes
+
+    @rule(actor=st.sampled_from((PUB, PUB, OWNER, STRANGER)), data=st.data())
+    def publish(self, actor: Actor, data: st.DataObject) -> None:
         item_id = f"i{next(self.ids)}"
-        done = self.attempt(lambda: self.service.publish(actor, QUEUE, item_id, "<job/>", 6))
+        attributes = self._attributes(data)
+        done = self.attempt(
+            lambda: self.service.publish(actor, QUEUE, item_id, "<job/>", 6, attributes=attributes)
+        )
         if done is not None:
             self.published.append(item_id)
+            self.attributes[item_id] = attributes
             self.check_notices(done)
+
+    @rule(data=st.data())
+    def publish_a_finished_id_again(self, data: st.DataObject) -> None:
+        """A publisher's retry of an id that was acked or retracted: inside the
+        dedup window it stores nothing; outside it (or with none) it is new work."""
+        last = self.run(self._last_events())
+        finished = [i for i in self.published if last.get(i) in FINISHED]
+        if not finished:
+            return
+        item_id = data.draw(st.sampled_from(finished[-4:]))
+        done = self.attempt(lambda: self.service.publish(PUB, QUEUE, item_id, "<job/>", 6))
+        if done is not None:
+            after = self.run(self._last_events())
+            if after.get(item_id) is EventKind.PUBLISHED or item_id in self._locked_now():
+                self.attributes[item_id] = {}
+            self.check_notices(done)
+
+    async def _last_events(self) -> dict[str, EventKind]:
+        async with self.store.transaction() as tx:
+            events = await tx.ledger.events(QUEUE)
+        return _last_moves(events)
+
+    def _locked_now(self) -> set[str]:
+        async def read() -> set[str]:
+            async with self.store.transaction() as tx:
+                return {i.item_id for i in await tx.items.locked(QUEUE)}
+
+        return self.run(read())
 
     @rule(
         worker=st.sampled_from(WORKERS),
-        window=st.integers(0, 3),
+        window=st.sampled_from([0, 1, 1, 1, 2, 3]),
         max_batch=st.sampled_from([None, 1, 2, 3, 0]),
     )
     def subscribe(self, worker: Actor, window: int, max_batch: int | None) -> None:
@@ -215,6 +295,23 @@ class QueueMachine(RuleBasedStateMachine):
     def ack_or_retract(self, actor: Actor, data: st.DataObject) -> None:
         item_id = self._some_item(data)
         self.attempt(lambda: self.service.retract(actor, QUEUE, item_id))
+
+    @rule(worker=st.sampled_from(WORKERS), nack=st.booleans())
+    def finish_held(self, worker: Actor, nack: bool) -> None:
+        """A worker doing its job: ack (or nack) an item it holds, so the backlog
+        drains and dispatch has to choose among waiting items."""
+
+        async def held() -> list[str]:
+            async with self.store.transaction() as tx:
+                return [i.item_id for i in await tx.items.locked(QUEUE) if i.lock_jid == worker.jid]
+
+        mine = self.run(held())
+        if not mine:
+            return
+        call = self.service.unlock if nack else self.service.retract
+        done = self.attempt(lambda: call(worker, QUEUE, mine[0]))
+        if done is not None:
+            self.check_notices(done)
 
     @rule(actor=st.sampled_from(ANYONE), data=st.data())
     def unlock(self, actor: Actor, data: st.DataObject) -> None:
@@ -284,10 +381,13 @@ class QueueMachine(RuleBasedStateMachine):
     def redrive(self, limit: int | None, actor: Actor) -> None:
         self.attempt(lambda: self.service.redrive(actor, DEAD, limit))
 
-    @rule(seconds=st.sampled_from([1, 10, 31, 45]))
-    def time_passes(self, seconds: int) -> None:
+    @rule(seconds=st.sampled_from([1, 10, 31, 45]), tick=st.booleans())
+    def time_passes(self, seconds: int, tick: bool) -> None:
+        """The clock moves; the timer may be late (the next operation comes first)."""
         self.clock.advance(seconds)
-        self.run(self.service.tick())
+        if tick:
+            self.run(self.service.tick())
+            self.single_step = True  # one operation: dispatch order is checked too
 
     @rule(
         calls=st.lists(
@@ -340,18 +440,104 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariants(self) -> None:
+        before = self.last
         self.last = self.run(snapshot(self.store))
         self.every_item_is_in_exactly_one_place(self.last)
         self.dispatch_never_overfills_a_window(self.last)
+        self.attributes_travel_with_items(self.last)
+        self.nothing_is_delivered_outside_its_time(self.last)
+        self.no_repeat_inside_the_dedup_window(self.last)
+        if self.single_step and before is not None:
+            self.more_urgent_first(before, self.last)
+        self.single_step = False
+
+    def attributes_travel_with_items(self, state: tuple[Any, ...]) -> None:
+        _, items, _, _, _ = state
+        for node in (QUEUE, DEAD):
+            for item in items.get(node, ()):
+                sent = self.attributes.get(item.item_id, {})
+                kept = {k: item.headers.get(k) for k in sent}
+                assert kept == sent, (node, item.item_id, dict(item.headers), sent)
+
+    def nothing_is_delivered_outside_its_time(self, state: tuple[Any, ...]) -> None:
+        """Each delivery happened at/after the item's Start and before its expiry.
+
+        A redrive (published again right after being dead-lettered) is an admin's
+        explicit "now": the moved item starts a new life with neither."""
+        _, _, _, _, ledger = state
+        life: dict[str, tuple[datetime | None, datetime | None]] = {}
+        previous: dict[str, EventKind] = {}
+        for event in ledger:
+            if event.kind is EventKind.DEAD_LETTERED:
+                previous[event.item_id] = event.kind
+            if event.node != QUEUE:
+                continue
+            redriven = previous.get(event.item_id) is EventKind.DEAD_LETTERED
+            previous[event.item_id] = event.kind
+            if event.kind is EventKind.PUBLISHED:
+                times = self._times(event.item_id, event.at)
+                life[event.item_id] = (None, None) if redriven else times
+            elif event.kind is EventKind.DELIVERED:
+                start, end = life.get(event.item_id, (None, None))
+                assert start is None or event.at >= start, (event.item_id, "before its Start")
+                assert end is None or event.at < end, (event.item_id, "after its expiry")
+
+    def _times(self, item_id: str, at: datetime) -> tuple[datetime | None, datetime | None]:
+        attributes = self.attributes.get(item_id, {})
+        start = datetime.fromisoformat(attributes["Start"]) if "Start" in attributes else None
+        end = at + timedelta(seconds=int(attributes["TTL"])) if "TTL" in attributes else None
+        return start, end
+
+    def no_repeat_inside_the_dedup_window(self, state: tuple[Any, ...]) -> None:
+        _, _, _, _, ledger = state
+        finished_at: dict[str, datetime] = {}
+        for event in ledger:
+            if event.node != QUEUE:
+                continue
+            if event.kind in FINISHED:
+                finished_at[event.item_id] = event.at
+            elif event.kind is EventKind.PUBLISHED and self.window:
+                done = finished_at.get(event.item_id)
+                assert done is None or event.at >= done + timedelta(seconds=self.window), (
+                    event.item_id,
+                    "published again inside its dedup window",
+                )
+
+    def more_urgent_first(self, before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
+        """No item handed out in this step while one ahead of it in dispatch order
+        (more urgent, or as urgent and older) that was ready before stays waiting."""
+        now = self.clock.now
+        old = {i.item_id for i in before[1].get(QUEUE, ())}
+        new_rows = after[4][len(before[4]) :]
+        given = {e.item_id for e in new_rows if e.kind is EventKind.DELIVERED}
+        items = {i.item_id: i for i in after[1].get(QUEUE, ())}
+        handed = [items[i] for i in given if i in items and items[i].locked_by is not None]
+        waiting = [
+            i
+            for i in items.values()
+            if i.item_id in old
+            and i.locked_by is None
+            and (i.available_at is None or i.available_at <= now)
+            and (i.expires_at is None or i.expires_at > now)
+        ]
+        if not handed or not waiting:
+            return
+        top = max(i.priority for i in [*handed, *waiting])
+
+        def rank(i: Any) -> tuple[int, int]:
+            since = i.available_at or i.published_at
+            aged = self.age and (now - since).total_seconds() >= self.age
+            return (-(top if aged else i.priority), i.seq)
+
+        worst_handed = max(rank(i) for i in handed)
+        best_waiting = min(rank(i) for i in waiting)
+        assert best_waiting > worst_handed, ("dispatch order", worst_handed, best_waiting)
 
     def every_item_is_in_exactly_one_place(self, state: tuple[Any, ...]) -> None:
         _, items, _, _, ledger = state
         in_queue = {i.item_id for i in items.get(QUEUE, ())}
         in_dead = {i.item_id for i in items.get(DEAD, ())}
-        last: dict[str, EventKind] = {}
-        for event in ledger:
-            if event.node == QUEUE:
-                last[event.item_id] = event.kind
+        last = _last_moves(ledger)
         assert not in_queue & in_dead, f"in two places: {in_queue & in_dead}"
         for item_id in self.published:
             places = (item_id in in_queue) + (item_id in in_dead) + (last.get(item_id) in GONE)
@@ -375,6 +561,15 @@ class QueueMachine(RuleBasedStateMachine):
             if held > (sub.queue_requests or 0):
                 assert held <= self.loads.get(sub.subid, 0), f"{sub.subid} was given more"
         self.loads = loads
+
+
+def _last_moves(ledger: Any) -> dict[str, EventKind]:
+    """The last ledger word on each item of the queue (rows that move nothing skipped)."""
+    last: dict[str, EventKind] = {}
+    for event in ledger:
+        if event.node == QUEUE and event.kind not in NOT_A_MOVE:
+            last[event.item_id] = event.kind
+    return last
 
 
 def _machine(open_store: Opener, reopen_store: Reopener) -> type[QueueMachine]:

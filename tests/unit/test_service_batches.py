@@ -242,7 +242,9 @@ async def test_13_11_batch_publish_is_one_operation_all_or_none(service: PubSubS
         await service.publish_items(PUB, "jobs", four)
     assert await locked_to(service) == {}
     assert await ledger(service, EventKind.PUBLISHED) == []
-    out = await service.publish_items(PUB, "jobs", [NewItem("p0", "<j/>", 4), NewItem(None, "<j/>", 4)])
+    out = await service.publish_items(
+        PUB, "jobs", [NewItem("p0", "<j/>", 4), NewItem(None, "<j/>", 4)]
+    )
     assert out.value[0] == "p0" and out.value[1]
     assert item_notices(out.effects) == [(ALICE.jid, out.value)]
     assert set((await locked_to(service)).values()) == {sub}

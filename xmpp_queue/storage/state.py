@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Final
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
 """Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
@@ -54,10 +55,6 @@ HOT_WINDOW = 1024
 
 PREFETCH = 256
 """A dispatch that meets a cold payload fetches this many of the next ones with it."""
-
-# A heap is rebuilt from its live entries once it holds more than twice as
-# many entries as live ones, plus this slack (so small heaps are left alone).
-_HEAP_SLACK = 256
 
 
 def utc(value: datetime) -> datetime:
@@ -136,119 +133,6 @@ def with_payload(
     return copy_item(
         i, payload=payload, payload_size=size, publisher=publisher, updated_at=updated_at
     )
-
-
-class ReadyQueue:
-    """The ready items of one node in seq order: a heap of seqs plus seq → item id.
-
-    Membership is the dict; the heap may hold stale seqs (locked or removed
-    since) and duplicates (an item that left and came back), both skipped when
-    they surface and dropped when the heap is rebuilt.
-    """
-
-    __slots__ = ("_heap", "_ids")
-
-    def __init__(self) -> None:
-        self._heap: list[int] = []
-        self._ids: dict[int, str] = {}
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, seq: int) -> bool:
-        return seq in self._ids
-
-    def add(self, seq: int, item_id: str) -> None:
-        self._ids[seq] = item_id
-        heapq.heappush(self._heap, seq)
-        if len(self._heap) > 2 * len(self._ids) + _HEAP_SLACK:
-            self._heap = sorted(self._ids)  # a sorted list is a heap
-
-    def members(self) -> dict[int, str]:
-        """seq -> item id of every ready item (a copy; for checks and diagnostics)."""
-        return dict(self._ids)
-
-    def heap_size(self) -> int:
-        return len(self._heap)
-
-    def discard(self, seq: int) -> bool:
-        """Forget *seq*; whether it was there."""
-        return self._ids.pop(seq, None) is not None
-
-    def first(self, limit: int) -> list[str]:
-        """Item ids of the *limit* lowest seqs, lowest first.
-
-        Pops from the heap in order and pushes the live entries back: O(k log n).
-        """
-        heap, ids = self._heap, self._ids
-        found: list[str] = []
-        kept: list[int] = []
-        last = -1
-        while heap and len(found) < limit:
-            seq = heapq.heappop(heap)
-            if seq == last:
-                continue  # a duplicate entry of the same item
-            item_id = ids.get(seq)
-            if item_id is None:
-                continue  # stale: locked or removed since it was pushed
-            last = seq
-            kept.append(seq)
-            found.append(item_id)
-        for seq in kept:
-            heapq.heappush(heap, seq)
-        return found
-
-
-class ReadyLevels:
-    """The ready items of one node by priority level: one :class:`ReadyQueue` each.
-
-    Nearly every node has one level in use (``medium``), so the common path is
-    one dict lookup more than a single queue. Membership questions by seq
-    (``in``) ask each level; there are at most three.
-    """
-
-    __slots__ = ("_levels",)
-
-    def __init__(self) -> None:
-        self._levels: dict[int, ReadyQueue] = {}
-
-    def __len__(self) -> int:
-        return sum(len(q) for q in self._levels.values())
-
-    def __contains__(self, seq: int) -> bool:
-        return any(seq in q for q in self._levels.values())
-
-    def add(self, seq: int, item_id: str, level: int) -> None:
-        queue = self._levels.get(level)
-        if queue is None:
-            queue = self._levels[level] = ReadyQueue()
-        queue.add(seq, item_id)
-
-    def discard(self, seq: int, level: int) -> bool:
-        queue = self._levels.get(level)
-        return queue is not None and queue.discard(seq)
-
-    def members(self) -> dict[int, str]:
-        found: dict[int, str] = {}
-        for queue in self._levels.values():
-            found.update(queue.members())
-        return found
-
-    def heap_size(self) -> int:
-        return sum(q.heap_size() for q in self._levels.values())
-
-    def live_levels(self) -> list[tuple[int, ReadyQueue]]:
-        """Non-empty levels, highest first."""
-        return sorted(((lv, q) for lv, q in self._levels.items() if len(q)), reverse=True)
-
-    def first(self, limit: int) -> list[str]:
-        """Item ids, highest level first, seq order within a level (no ageing)."""
-        found: list[str] = []
-        for _, queue in self.live_levels():
-            if len(found) >= limit:
-                break
-            found.extend(queue.first(limit - len(found)))
-        return found
 
 
 @dataclass(slots=True)
@@ -366,7 +250,7 @@ class MemoryState:
             heapq.heappush(q.delayed, (item.available_at, item.seq, item.item_id))
             q.delayed_live += 1
             self.delayed_nodes.add(ns.node.node_id)
-            if len(q.delayed) > 2 * q.delayed_live + _HEAP_SLACK:
+            if len(q.delayed) > 2 * q.delayed_live + HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
     def _unindex(self, q: QueueIndex, item: Item) -> None:
@@ -439,7 +323,7 @@ class MemoryState:
         assert item.lock_expires_at is not None
         heap = self.lock_heap
         heapq.heappush(heap, (item.lock_expires_at, item.seq, item.node, item.item_id))
-        if len(heap) > 2 * self.locked_total + _HEAP_SLACK:
+        if len(heap) > 2 * self.locked_total + HEAP_SLACK:
             live = {e for e in heap if self._lock_entry_item(e) is not None}
             self.lock_heap = sorted(live)
 
@@ -454,23 +338,7 @@ class MemoryState:
 
     def expired(self, now: datetime, limit: int) -> list[Item]:
         """Locked items with a deadline <= now, earliest first (then seq)."""
-        heap = self.lock_heap
-        found: list[Item] = []
-        kept: list[LockEntry] = []
-        last: LockEntry | None = None
-        while heap and len(found) < limit and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
-            if entry == last:
-                continue
-            item = self._lock_entry_item(entry)
-            if item is None:
-                continue
-            last = entry
-            kept.append(entry)
-            found.append(item)
-        for entry in kept:
-            heapq.heappush(heap, entry)
-        return found
+        return due(self.lock_heap, self._lock_entry_item, now, limit)
 
     def next_lock_deadline(self) -> datetime | None:
         heap = self.lock_heap
@@ -486,7 +354,7 @@ class MemoryState:
         self.expiring_total += 1
         heap = self.expiry_heap
         heapq.heappush(heap, (item.expires_at, item.seq, item.node, item.item_id))
-        if len(heap) > 2 * self.expiring_total + _HEAP_SLACK:
+        if len(heap) > 2 * self.expiring_total + HEAP_SLACK:
             self.expiry_heap = sorted({e for e in heap if self._expiry_entry_item(e) is not None})
 
     def _expiry_entry_item(self, entry: ExpiryEntry) -> Item | None:
@@ -500,23 +368,7 @@ class MemoryState:
     def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
         """Waiting items whose expiry is <= now, earliest first (entries stay until
         the caller moves or removes the items, then they are stale)."""
-        heap = self.expiry_heap
-        found: list[Item] = []
-        kept: list[ExpiryEntry] = []
-        last: ExpiryEntry | None = None
-        while heap and len(found) < limit and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
-            if entry == last:
-                continue
-            item = self._expiry_entry_item(entry)
-            if item is None:
-                continue
-            last = entry
-            kept.append(entry)
-            found.append(item)
-        for entry in kept:
-            heapq.heappush(heap, entry)
-        return found
+        return due(self.expiry_heap, self._expiry_entry_item, now, limit)
 
     def next_item_expiry(self) -> datetime | None:
         heap = self.expiry_heap
@@ -585,7 +437,7 @@ class MemoryState:
         if len(levels) <= 1:
             found = [items[i] for i in ns.queue.ready.first(limit)]
         else:
-            found = _by_priority(items, levels, now, limit, ns.node.config.queue_priority_age)
+            found = by_priority(items, levels, now, limit, ns.node.config.queue_priority_age)
         for i in found:
             if i.available_at is not None and i.available_at > now:
                 # Promoted at a later clock reading: the clock went back since.
@@ -623,27 +475,3 @@ class MemoryState:
             ids = ns.sub_ids
             for sub in ns.subs.values():
                 yield ids[sub.subid], sub
-
-
-def _by_priority(
-    items: Mapping[str, Item],
-    levels: list[tuple[int, ReadyQueue]],
-    now: datetime,
-    limit: int,
-    age: int,
-) -> list[Item]:
-    """Merge the heads of several priority levels (see ``ready_items``)."""
-    top = levels[0][0]
-    horizon = now.timestamp() - age if age > 0 else None
-    candidates: list[tuple[int, int, Item]] = []
-    for level, queue in levels:
-        for item_id in queue.first(limit):
-            item = items[item_id]
-            rank = level
-            if horizon is not None and level < top:
-                since = item.available_at or item.published_at
-                if since.timestamp() <= horizon:
-                    rank = top  # waited long enough: as urgent as the most urgent
-            candidates.append((-rank, item.seq, item))
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    return [c[2] for c in candidates[:limit]]
