@@ -144,3 +144,46 @@ async def test_the_service_refuses_a_delay_past_the_node_bound(publisher: Publis
     with pytest.raises(PublishError) as refused:
         await publisher.publish(node, json_payload(1), delay=60)
     assert refused.value.condition == "not-acceptable"
+
+
+async def test_the_client_guide_example_runs_as_written(
+    prosody: Any, attr_component: Any, accounts: Any, tmp_path: Any
+) -> None:
+    """docs/client.md's attributes script, its four settings pointed at Prosody."""
+    import re
+    import sys
+
+    from tests.integration.conftest import REPO_ROOT, subprocess_env
+
+    guide = (REPO_ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    section = guide.split("## Attributes, delays, expiry and priority", 1)[1]
+    script = section.split("```python\n", 1)[1].split("```", 1)[0]
+    settings = {
+        "SERVICE": repr(accounts.component_jid),
+        "PUBLISHER": repr((f"pub@{prosody.domain}", accounts.password)),
+        "WORKER": repr((f"w1@{prosody.domain}", accounts.password)),
+        "CONNECT": repr({"host": prosody.host, "port": prosody.c2s_port, "allow_plain": True}),
+    }
+    for name, value in settings.items():
+        script, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", script, flags=re.M)
+        assert n == 1, f"the example sets {name} once"
+    path = tmp_path / "attributes_example.py"
+    path.write_text(script, encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(path),
+        env=subprocess_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    order = [line.split()[0] for line in lines]
+    assert sorted(order) == ["e1", "e2", "e3", "e4", "e5", "e6"]
+    assert order[0] == "e4", "the high-priority item first"
+    assert order.index("e5") < order.index("e2") and order.index("e5") < order.index("e3")
+    assert order.index("e1") < order.index("e5"), "low after medium"
+    by_id = {line.split()[0]: line for line in lines}
+    assert "{'tenant': 'acme'}" in by_id["e1"]
+    assert by_id["e4"].startswith("e4 high {'TTL': '600', 'Urgency': 'high'} None 600")
