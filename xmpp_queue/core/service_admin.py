@@ -89,6 +89,7 @@ class AdminLevers:
                         dead_letters=dead,
                         acks_last_hour=await w.tx.ledger.count(n.node_id, EventKind.ACKED, since),
                         redeliveries_last_hour=redeliveries,
+                        delayed=stats.delayed,
                     )
                 )
             return sorted(rows, key=lambda r: r.node)
@@ -109,6 +110,7 @@ class AdminLevers:
                 subscribers=tuple(SubscriberLoad(s, loads.get(s.subid, 0)) for s in subs),
                 locks=tuple(await w.tx.items.locked(node)),
                 backlog=stats.backlog,
+                delayed=stats.delayed,
             )
 
         return await self._read(op)
