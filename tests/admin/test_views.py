@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tests.admin.conftest import (
     ALICE,
     BOB,
     OWNER,
+    PUB,
     FakeClock,
     Transcript,
     assert_bad_payload,
@@ -55,6 +58,7 @@ async def test_overview_is_a_reported_table_of_every_queue(
     assert list(table.get_reported()) == [
         "node",
         "backlog",
+        "delayed",
         "in_flight",
         "subscribers",
         "oldest_waiting",
@@ -67,6 +71,7 @@ async def test_overview_is_a_reported_table_of_every_queue(
     assert jobs == {
         "node": "jobs",
         "backlog": "1",
+        "delayed": "0",
         "in_flight": "1",
         "subscribers": "1",
         "oldest_waiting": "1m 15s",
@@ -76,6 +81,33 @@ async def test_overview_is_a_reported_table_of_every_queue(
     }
     assert mail["node"] == "mail" and mail["oldest_waiting"] == "-"
     assert note(reply) == "2 queue(s): 1 waiting, 1 in flight, 1 dead letter(s)."
+
+
+async def test_details_count_delayed_items_apart_and_show_attributes(
+    transcript: Transcript, service: PubSubService, clock: FakeClock
+) -> None:
+    """Issue 19: a delayed item is waiting but counted apart; locks and dead letters
+    show the publisher's attributes (not the service's own headers)."""
+    await make_queue(service, "jobs", max_deliveries="1", retry_delay="0")
+    await make_worker(service, ALICE, 1)
+    start = (clock.now + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    await service.publish(PUB, "jobs", "held", "<j/>", 4, attributes={"Start": start})
+    await service.publish(PUB, "jobs", "poison", "<j/>", 4, attributes={"tenant": "acme"})
+    await service.unlock(ALICE, "jobs", "poison")  # past max deliveries: dead-lettered
+    await service.publish(PUB, "jobs", "now", "<j/>", 4, attributes={"tenant": "beta", "k": "v"})
+
+    (row,) = rows(form_of(await transcript.execute(OVERVIEW)))
+    assert (row["backlog"], row["delayed"], row["in_flight"]) == ("1", "1", "1")
+    first = await transcript.execute(DETAILS)
+    reply = await transcript.step(first, fields={"node": "jobs"})
+    shown = values(form_of(reply))
+    assert (shown["backlog"], shown["delayed"]) == (["1"], ["1"])
+    (lock,) = shown["locks"]
+    assert lock.startswith("now | ") and lock.endswith(" | tenant=beta, k=v")
+    (letter,) = shown["dead_letters"]
+    assert letter.startswith("poison | ") and letter.endswith(" | tenant=acme")
+    assert "origin-node" not in letter
+    assert note(reply).startswith("'jobs': 1 waiting (1 delayed), 1 locked")
 
 
 async def test_overview_counts_only_the_last_hour(
@@ -135,7 +167,7 @@ async def test_details_picks_a_queue_then_shows_config_subscribers_and_locks(
     assert len(locks) == 3
     assert all("1m 00s ago | in 4m 00s | 1" in line for line in locks)
     assert {line.split(" | ")[1] for line in locks} == {"alice@example.org/a", "bob@example.org/b"}
-    assert note(reply) == "'jobs': 1 waiting, 3 locked, 2 subscriber(s)."
+    assert note(reply) == "'jobs': 1 waiting (0 delayed), 3 locked, 2 subscriber(s)."
 
 
 async def test_details_of_an_unknown_node_is_bad_payload(

@@ -156,3 +156,22 @@ async def test_purge_needs_confirmation_and_redrive_counts(ops: Ops) -> None:
     status, reply = await ops.post("/api/actions/purge", {"node": "jobs", "confirm": True}, TOKEN)
     assert status == 200 and reply["count"] == 1
     assert (await svc.queue_details(SYSTEM, "jobs")).backlog == 0
+
+
+def test_queue_json_counts_delayed_items_and_shows_attributes() -> None:
+    """Issue 19: the dashboard's JSON has the delayed count and each lock's and dead
+    letter's attributes (the publisher's; the service's own headers apart)."""
+    from datetime import UTC, datetime
+
+    from xmpp_queue.core.model import Item
+    from xmpp_queue.core.reports import QueueSummary
+    from xmpp_queue.http.queues import dead_letter_json, lock_json, summary_json
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    summary = QueueSummary("q", 5, 1, 1, None, 0, 0, 0, delayed=2)
+    assert summary_json(summary)["delayed"] == 2
+    locked = Item("q", "i", 1, "p@x", "<a/>", now, now, headers={"k": "v", "delivery-attempt": "1"})
+    assert lock_json(locked, now)["attributes"] == {"k": "v"}
+    dead = Item("dl", "i", 1, "p@x", "<a/>", now, now, headers={"reason": "expired", "t": "x"})
+    assert dead_letter_json(dead)["attributes"] == {"t": "x"}
+    assert dead_letter_json(dead)["reason"] == "expired"

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from tests.pipeline.ledger_factory import Row
 from xmpp_queue.core.ledger import EventKind as K
 
-REMOVING = {K.ACKED, K.DEAD_LETTERED, K.RETRACTED, K.PURGED}
+REMOVING = {K.ACKED, K.DEAD_LETTERED, K.RETRACTED, K.PURGED, K.DROPPED}
 KINDS = [k.value for k in K]
 
 

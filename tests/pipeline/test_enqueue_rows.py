@@ -154,6 +154,7 @@ class StandInPublisher:
         self.options = options
         self.sent: list[tuple[str, str | None, str | None]] = []
         self.requests: list[list[str | None]] = []  # item ids of each publish request
+        self.headers: dict[str | None, dict[str, str]] = {}  # the SHIM headers of each item
         self.closed = False
         StandInPublisher.instances.append(self)
 
@@ -161,24 +162,35 @@ class StandInPublisher:
         if StandInPublisher.fail_connect:
             raise ConnectionRefusedError("connection refused")
 
-    async def submit(self, node: str, payload: str | None, item_id: str | None) -> Any:
-        return await self.submit_batch(node, [(payload, item_id)], single=True)
-
-    async def submit_batch(
-        self, node: str, items: list[tuple[str | None, str | None]], single: bool = False
+    async def submit(
+        self,
+        node: str,
+        payload: str | None,
+        item_id: str | None,
+        attributes: dict[str, str] | None = None,
     ) -> Any:
+        return await self.submit_batch(node, [(payload, item_id, attributes or {})], single=True)
+
+    async def submit_batch(self, node: str, items: list[Any], single: bool = False) -> Any:
+        from xmpp_queue.client import PublishItem
+
         assert single or len(items) > 1, "a batch of one goes as a plain publish"
-        self.requests.append([item_id for _, item_id in items])
+        entries = [
+            (i.payload, i.item_id, i.headers()) if isinstance(i, PublishItem) else (*i, {})[:3]
+            for i in items
+        ]
+        self.requests.append([item_id for _, item_id, _ in entries])
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        for _, item_id in items:
+        for _, item_id, _ in entries:
             if item_id and item_id.startswith("refuse"):
                 future.set_exception(PublishError("forbidden", "not a publisher"))
                 return future
             if item_id and item_id.startswith("lost"):
                 future.set_exception(PublishError("connection-lost"))
                 return future
-        self.sent += [(node, payload, item_id) for payload, item_id in items]
-        ids = [item_id or "generated" for _, item_id in items]
+        self.sent += [(node, payload, item_id) for payload, item_id, _ in entries]
+        self.headers.update({item_id: headers for _, item_id, headers in entries})
+        ids = [item_id or "generated" for _, item_id, _ in entries]
         future.set_result(ids[0] if single else ids)
         return future
 
@@ -300,7 +312,7 @@ def test_rejects_are_written_as_json_lines(tmp_path: Path) -> None:
 def test_the_summary_tells_the_whole_wall_time_apart_from_publishing() -> None:
     import io
 
-    from xmpp_queue.pipeline.enqueue import EnqueueSummary, print_enqueue_summary
+    from xmpp_queue.pipeline.enqueue_summary import EnqueueSummary, print_enqueue_summary
 
     summary = EnqueueSummary(rows_read=10, published=10, seconds=2.0, total_seconds=14.5)
     out = io.StringIO()

@@ -133,3 +133,55 @@ def test_long_histories_are_merged_into_fewer_chart_points() -> None:
     assert sum(r["published"] for r in merged) == 1000
     assert sum(r["acked"] for r in merged) == 2000
     assert merged[-1]["backlog"] == 999
+
+
+def test_dropped_and_deduplicated_are_counted_and_a_drop_ends_the_backlog(spark: Any) -> None:
+    """Issue 19's ledger kinds: a dropped item leaves the backlog; a deduplicated
+    publish stored nothing, so it adds none; both are in the totals and the page."""
+    from xmpp_queue.pipeline.analytics import node_buckets, node_totals
+    from xmpp_queue.pipeline.ledger_frame import LEDGER_SCHEMA
+    from xmpp_queue.pipeline.report import ReportResult, print_summary
+
+    at = START
+    rows = [
+        Row(1, at, "published", "q", "a", None, 0, 3),
+        Row(2, at, "published", "q", "b", None, 0, 3),
+        Row(3, at + timedelta(seconds=5), "deduplicated", "q", "a", None, 0, 3),
+        Row(4, at + timedelta(seconds=9), "dropped", "q", "b", None, 0, 3),
+    ]
+    frame = spark.createDataFrame([r.as_tuple() for r in rows], LEDGER_SCHEMA)
+    buckets = node_buckets(frame, 60)
+    empty_latency = spark.createDataFrame([], "node string, measure string, p95 double")
+    (total,) = [r.asDict() for r in node_totals(buckets, empty_latency).collect()]
+    assert (total["published"], total["dropped"], total["deduplicated"]) == (2, 1, 1)
+    assert total["backlog"] == 1, "b dropped, a still waiting, the repeat added nothing"
+    html = render_report(
+        ReportData(
+            title="t",
+            generated_at=at,
+            since=None,
+            until=None,
+            bucket_seconds=60,
+            sources=[],
+            totals=[total],
+            buckets={},
+            latency=[],
+            workers=[],
+            poison=[],
+        )
+    )
+    assert "<th>dropped</th>" in html and "<th>deduplicated</th>" in html
+    printed = io.StringIO()
+    print_summary(
+        ReportResult(
+            out_dir="r",
+            html_path="r/report.html",
+            events=4,
+            totals=[total],
+            workers=0,
+            poison=0,
+            seconds=0.1,
+        ),
+        printed,
+    )
+    assert "dropped" in printed.getvalue() and "deduplicated" in printed.getvalue()

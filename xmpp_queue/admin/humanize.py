@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from xmpp_queue.core.attributes import RESERVED
 
 _SECRET_PARAMS = frozenset({"password", "passwd", "pwd", "secret", "token"})
 
@@ -61,3 +64,10 @@ def redacted_url(url: str) -> str:
     # Rebuilt by replacement, not urlunsplit: that would turn sqlite:///x.db into
     # sqlite:/x.db for schemes it does not know.
     return redacted
+
+
+def attributes_text(headers: Mapping[str, str]) -> str:
+    """An item's attributes, as its publisher gave them, on one line: ``k=v, k=v``
+    (``-`` for none); the service's own headers (``delivery-attempt``...) left out."""
+    pairs = [f"{k}={v}" for k, v in headers.items() if k not in RESERVED]
+    return ", ".join(pairs) or "-"

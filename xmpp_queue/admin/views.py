@@ -8,14 +8,27 @@ import xmpp_queue
 from xmpp_queue.admin.base import NODE_PREFIX, QUEUE_FIELDS, AdminCommand
 from xmpp_queue.admin.flow import CommandSession
 from xmpp_queue.admin.forms import Submitted, add_fixed, add_result, new_form, table
-from xmpp_queue.admin.humanize import ago, duration, instant, redacted_url, until
-from xmpp_queue.core.model import SYSTEM
+from xmpp_queue.admin.humanize import (
+    ago,
+    attributes_text,
+    duration,
+    instant,
+    redacted_url,
+    until,
+)
+from xmpp_queue.core.errors import NodeNotFound
+from xmpp_queue.core.model import SYSTEM, Item
 from xmpp_queue.core.node_config import render_value
+from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.reports import QueueDetails, QueueSummary
+
+DEAD_ROWS = 20
+"""Dead letters listed in a queue's details (the dashboard and pipeline show more)."""
 
 OVERVIEW_COLUMNS = (
     ("node", "Node"),
     ("backlog", "Waiting"),
+    ("delayed", "Delayed"),
     ("in_flight", "In flight"),
     ("subscribers", "Subscribers"),
     ("oldest_waiting", "Oldest waiting"),
@@ -30,6 +43,7 @@ def _overview_row(row: QueueSummary) -> dict[str, str]:
     return {
         "node": row.node,
         "backlog": str(row.backlog),
+        "delayed": str(row.delayed),
         "in_flight": str(row.in_flight),
         "subscribers": str(row.subscribers),
         "oldest_waiting": duration(oldest) if oldest is not None else "-",
@@ -73,17 +87,27 @@ class QueueDetailsCommand(AdminCommand):
 
     async def show(self, s: CommandSession, form: Submitted) -> None:
         details = await self.service.queue_details(SYSTEM, self.chosen_node(s, form))
+        try:
+            dead = await self.service.get_items(
+                SYSTEM, dead_letter_node(details.node, details.config), max_items=DEAD_ROWS
+            )
+        except NodeNotFound:
+            letters: tuple[Item, ...] = ()
+        else:
+            letters = dead.items
         s.finish(
-            f"'{details.node}': {details.backlog} waiting, {len(details.locks)} locked, "
+            f"'{details.node}': {details.backlog} waiting ({details.delayed} delayed), "
+            f"{len(details.locks)} locked, "
             f"{len(details.subscribers)} subscriber(s).",
-            self._render(details),
+            self._render(details, letters),
         )
 
-    def _render(self, d: QueueDetails) -> Form:
+    def _render(self, d: QueueDetails, letters: tuple[Item, ...] = ()) -> Form:
         now = self.ctx.now()
         form = new_form(f"{self.name}: {d.node}", kind="result")
         add_result(form, "node", "Node", d.node)
         add_result(form, "backlog", "Waiting items", str(d.backlog))
+        add_result(form, "delayed", "Of them delayed (held back until later)", str(d.delayed))
         add_result(form, "in_flight", "Locked items", str(len(d.locks)))
         add_fixed(form, "Configuration")
         for spec in QUEUE_FIELDS:
@@ -102,11 +126,22 @@ class QueueDetailsCommand(AdminCommand):
         add_result(
             form,
             "locks",
-            "Locks (item, holder, locked, deadline, deliveries)",
+            "Locks (item, holder, locked, deadline, deliveries, attributes)",
             [
                 f"{item.item_id} | {item.lock_jid or '-'} | {ago(item.locked_at, now)} | "
-                f"{until(item.lock_expires_at, now)} | {item.deliveries}"
+                f"{until(item.lock_expires_at, now)} | {item.deliveries} | "
+                f"{attributes_text(item.headers)}"
                 for item in d.locks
+            ],
+        )
+        add_result(
+            form,
+            "dead_letters",
+            f"Dead letters, newest {DEAD_ROWS} (item, reason, deliveries, attributes)",
+            [
+                f"{item.item_id} | {item.headers.get('reason', '-')} | "
+                f"{item.headers.get('deliveries', '-')} | {attributes_text(item.headers)}"
+                for item in letters
             ],
         )
         return form

@@ -7,6 +7,7 @@ outstanding publishes. Both speak to any XEP-0060 service; the queue semantics
 come from the xmpp-queue component (or any XEP-0254 implementation).
 """
 
+from xmpp_queue.client.attributes import PublishItem
 from xmpp_queue.client.errors import (
     AuthenticationFailed,
     ClientError,
@@ -21,6 +22,7 @@ from xmpp_queue.client.payload import json_payload, parse_json_payload
 from xmpp_queue.client.publisher import Publisher, queue_config
 from xmpp_queue.client.session import ReconnectPolicy
 from xmpp_queue.client.window import RetryPolicy
+from xmpp_queue.client.wire import ItemEvent
 from xmpp_queue.client.worker import Worker
 
 __all__ = [
@@ -28,10 +30,12 @@ __all__ = [
     "ClientError",
     "ConnectionLost",
     "Handler",
+    "ItemEvent",
     "Job",
     "LockLost",
     "LoginFailed",
     "PublishError",
+    "PublishItem",
     "Publisher",
     "ReconnectPolicy",
     "RetryPolicy",

@@ -40,6 +40,7 @@ from xml.etree import ElementTree as ET
 
 from slixmpp.xmlstream.tostring import tostring
 
+from xmpp_queue.client.attributes import AttributeView
 from xmpp_queue.client.errors import ClientError, LockLost, StanzaError
 from xmpp_queue.client.payload import parse_json_payload
 from xmpp_queue.client.wire import ItemEvent
@@ -54,13 +55,15 @@ SEEN_MEMORY = 10_000
 
 
 @dataclass(slots=True, eq=False)
-class Job:
+class Job(AttributeView):
     """One locked item handed to a handler.
 
     ``element`` is the payload element (``None`` for an item without payload);
     ``payload`` serialises it, ``json()`` reads a XEP-0335 JSON payload.
     ``headers`` are the XEP-0131 SHIM headers of the notification (a dead
-    letter's ``origin-node``, ``deliveries``...). ``delivery`` is the service's
+    letter's ``origin-node``, ``deliveries``...); ``attributes`` the
+    publisher's among them, and ``priority``, ``deliver_at``, ``expires_at``,
+    ``ttl`` what it was published with (see :class:`AttributeView`). ``delivery`` is the service's
     delivery count (1 = first delivery, to any worker; from the
     ``delivery-attempt`` header, or this worker's own count when a service
     does not send it). ``lost`` turns True if the service takes the lock back

@@ -148,6 +148,10 @@ class PubSubLink:
     async def item_ids(self, node: str) -> list[str]:
         return wire.result_item_ids(await self.call(wire.get_items(node), "get"))
 
+    async def items(self, node: str, max_items: int | None = None) -> list[wire.ItemEvent]:
+        """§6.5: the stored items with their payloads and attributes."""
+        return wire.result_items(await self.call(wire.get_items(node, max_items), "get"))
+
     # --- owner ---------------------------------------------------------------------
 
     async def create_node(

@@ -27,15 +27,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
+from xmpp_queue.client.attributes import (
+    Priority,
+    PublishItem,
+    Seconds,
+    as_publish_item,
+    item_headers,
+)
 from xmpp_queue.client.errors import ConnectionLost, PublishError, StanzaError
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.window import PublishWindow, RetryPolicy, as_publish_error
+from xmpp_queue.client.wire import ItemEvent
+
+BatchEntry = PublishItem | tuple[str | None, str | None]
+"""One item of a batch publish: a :class:`PublishItem`, or ``(payload, item_id)``."""
 
 T = TypeVar("T")
 
@@ -229,14 +241,34 @@ class Publisher:
     # --- publishing ----------------------------------------------------------------
 
     async def submit(
-        self, node: str, payload: str | None, item_id: str | None = None
+        self,
+        node: str,
+        payload: str | None,
+        item_id: str | None = None,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        delay: Seconds | None = None,
+        deliver_at: datetime | None = None,
+        ttl: Seconds | None = None,
+        priority: Priority | str | None = None,
     ) -> asyncio.Future[str]:
         """Send a publish as soon as the window has room; the future gets the item id.
 
         *payload* is one XML element as a string (see :func:`json_payload`), or
         None for an item without payload. Raises :class:`PublishError` through the
         future; ``wait`` errors are retried with exponential backoff first.
+
+        *attributes* are the item's own key/value strings (XEP-0131 headers; a
+        worker reads them as ``job.attributes``). *delay* (seconds or a
+        timedelta, from now) or *deliver_at* (an aware datetime) hold the item
+        back until then (the ``Start`` header); *ttl* (whole seconds) drops it
+        to the dead-letter node if it is still waiting then (``TTL``);
+        *priority* ``"high"``, ``"medium"`` or ``"low"`` orders dispatch
+        (``Urgency``). A bad combination raises ``ValueError`` here.
         """
+        headers = item_headers(
+            attributes, delay=delay, deliver_at=deliver_at, ttl=ttl, priority=priority
+        )
         if payload is not None and self.check_payloads:
             _check_payload(payload)
 
@@ -247,7 +279,7 @@ class Publisher:
                 raise PublishError("undefined-condition", "publish result without item id")
             return new_id
 
-        return await self._submit(wire.publish(node, payload, item_id), convert)
+        return await self._submit(wire.publish(node, payload, item_id, headers), convert)
 
     async def _submit(self, body: str, convert: Callable[[ET.Element], T]) -> asyncio.Future[T]:
         """One publish request through the window, sent on whatever link is current."""
@@ -268,10 +300,11 @@ class Publisher:
         return await window.submit(send, convert)
 
     async def submit_batch(
-        self, node: str, items: Sequence[tuple[str | None, str | None]]
+        self, node: str, items: Sequence[BatchEntry]
     ) -> asyncio.Future[list[str]]:
-        """Send several (payload, item id) in one publish (XEP-0060 §13.11); the future
-        gets their ids, in order.
+        """Send several items in one publish (XEP-0060 §13.11); the future gets their
+        ids, in order. Each entry is a :class:`PublishItem` (payload, id and the
+        keywords of :meth:`submit`) or a ``(payload, item_id)`` tuple.
 
         All or none: the service stores every item of the batch in one commit, or
         refuses the whole batch with the error of the first item that fails (a full
@@ -281,15 +314,18 @@ class Publisher:
         """
         if not items:
             raise ValueError("an empty batch")
+        now = datetime.now(UTC)
+        entries = [as_publish_item(entry) for entry in items]
+        prepared = [(e.payload, e.item_id, e.headers(now)) for e in entries]
         if self.check_payloads:
-            for payload, _ in items:
-                if payload is not None:
-                    _check_payload(payload)
+            for entry in entries:
+                if entry.payload is not None:
+                    _check_payload(entry.payload)
 
         def convert(result: ET.Element) -> list[str]:
             ids = wire.published_item_ids(result)
-            wanted = [item_id for _, item_id in items]
-            if len(ids) != len(items):
+            wanted = [entry.item_id for entry in entries]
+            if len(ids) != len(entries):
                 if all(wanted) and not ids:  # ids we gave, and an empty result (§7.1.2)
                     ids = [i for i in wanted if i]
                 else:
@@ -297,17 +333,43 @@ class Publisher:
             self.published += len(ids)
             return ids
 
-        return await self._submit(wire.publish_items(node, items), convert)
+        return await self._submit(wire.publish_items(node, prepared), convert)
 
-    async def publish_batch(
-        self, node: str, items: Sequence[tuple[str | None, str | None]]
-    ) -> list[str]:
+    async def publish_batch(self, node: str, items: Sequence[BatchEntry]) -> list[str]:
         """:meth:`submit_batch` and wait: the ids once the whole batch is stored."""
         return await (await self.submit_batch(node, items))
 
-    async def publish(self, node: str, payload: str | None, item_id: str | None = None) -> str:
-        """Publish one item and return its id once the service has stored it."""
-        return await (await self.submit(node, payload, item_id))
+    async def publish(
+        self,
+        node: str,
+        payload: str | None,
+        item_id: str | None = None,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        delay: Seconds | None = None,
+        deliver_at: datetime | None = None,
+        ttl: Seconds | None = None,
+        priority: Priority | str | None = None,
+    ) -> str:
+        """Publish one item and return its id once the service has stored it
+        (the keywords as in :meth:`submit`)."""
+        future = await self.submit(
+            node,
+            payload,
+            item_id,
+            attributes=attributes,
+            delay=delay,
+            deliver_at=deliver_at,
+            ttl=ttl,
+            priority=priority,
+        )
+        return await future
+
+    async def items(self, node: str, max_items: int | None = None) -> list[ItemEvent]:
+        """The items stored on *node* (XEP-0060 §6.5), each with its payload
+        ``element``, ``headers`` and ``attributes`` (e.g. a dead-letter node's
+        items: ``reason``, ``origin-node`` and the publisher's attributes)."""
+        return await (await self._link_up()).items(node, max_items)
 
     async def flush(self) -> None:
         """Wait until every submitted publish is answered."""

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
+from xmpp_queue.client.attributes import AttributeView
 from xmpp_queue.client.errors import StanzaError
 from xmpp_queue.client.payload import escape_text
 
@@ -91,27 +92,51 @@ def data_form(form_type: str, fields: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
-def publish(node: str, payload: str | None, item_id: str | None = None) -> str:
-    """§7.1.1; *payload* is one serialised XML element, inserted as is."""
+def shim_headers(headers: Mapping[str, str] | None) -> str:
+    """XEP-0131 ``<headers/>`` with one ``<header name='k'>v</header>`` per pair
+    ("" for none): an item's attributes, put after its payload."""
+    if not headers:
+        return ""
+    inner = "".join(
+        f"<header name='{quote_attr(name)}'>{escape_text(value)}</header>"
+        for name, value in headers.items()
+    )
+    return f"<headers xmlns='{SHIM_NS}'>{inner}</headers>"
+
+
+def _publish_item(
+    payload: str | None, item_id: str | None, headers: Mapping[str, str] | None = None
+) -> str:
     item_attr = "" if item_id is None else f" id='{quote_attr(item_id)}'"
-    item = f"<item{item_attr}/>" if payload is None else f"<item{item_attr}>{payload}</item>"
+    inner = (payload or "") + shim_headers(headers)
+    return f"<item{item_attr}>{inner}</item>" if inner else f"<item{item_attr}/>"
+
+
+def publish(
+    node: str,
+    payload: str | None,
+    item_id: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> str:
+    """§7.1.1; *payload* is one serialised XML element, inserted as is, followed by
+    the item's attributes as SHIM *headers* (when there are any)."""
     return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>{item}</publish></pubsub>"
+        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>"
+        f"{_publish_item(payload, item_id, headers)}</publish></pubsub>"
     )
 
 
-def publish_items(node: str, items: Sequence[tuple[str | None, str | None]]) -> str:
-    """XEP-0060 §13.11: several (payload, item id) in one publish; the service stores
-    all of them or none, and answers after the one commit that holds them."""
-    parts = []
-    for payload, item_id in items:
-        item_attr = "" if item_id is None else f" id='{quote_attr(item_id)}'"
-        parts.append(
-            f"<item{item_attr}/>" if payload is None else f"<item{item_attr}>{payload}</item>"
-        )
+PublishEntry = tuple[str | None, str | None] | tuple[str | None, str | None, Mapping[str, str]]
+"""(payload, item id) or (payload, item id, headers)."""
+
+
+def publish_items(node: str, items: Sequence[PublishEntry]) -> str:
+    """XEP-0060 §13.11: several (payload, item id[, headers]) in one publish; the
+    service stores all of them or none, and answers after the one commit that
+    holds them."""
+    parts = "".join(_publish_item(*entry) for entry in items)
     return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>"
-        f"{''.join(parts)}</publish></pubsub>"
+        f"<pubsub xmlns='{PUBSUB_NS}'><publish node='{quote_attr(node)}'>{parts}</publish></pubsub>"
     )
 
 
@@ -277,8 +302,10 @@ def result_item_ids(result: ET.Element) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class ItemEvent:
-    """An item handed to us; ``element`` is its payload (None without payload)."""
+class ItemEvent(AttributeView):
+    """An item handed to us (or read back); ``element`` is its payload (None
+    without payload), ``headers`` its SHIM headers, ``attributes`` the
+    publisher's among them."""
 
     node: str
     item_id: str
@@ -324,6 +351,20 @@ def _item_parts(item: ET.Element) -> tuple[ET.Element | None, dict[str, str] | N
         elif payload is None:
             payload = child
     return payload, own
+
+
+def result_items(result: ET.Element) -> list[ItemEvent]:
+    """The items of a §6.5 items result, each with its payload and its attributes
+    (the SHIM ``<headers/>`` the service puts inside each ``<item/>``)."""
+    items = result.find(f"{_PUBSUB_TAG}/{_RESULT_ITEMS_TAG}")
+    if items is None:
+        return []
+    node = items.get("node", "")
+    out = []
+    for item in items.findall(f"{{{PUBSUB_NS}}}item"):
+        payload, own = _item_parts(item)
+        out.append(ItemEvent(node, item.get("id", ""), payload, own or {}))
+    return out
 
 
 def parse_event(message: ET.Element) -> list[Event]:

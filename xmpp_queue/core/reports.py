@@ -20,7 +20,7 @@ class QueueSummary:
     dead_letters: int
     acks_last_hour: int
     redeliveries_last_hour: int
-    delayed: int = 0  # of the backlog: held back until a later time
+    delayed: int = 0  # of the backlog: held back until a later time (delay, retry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class QueueDetails:
     subscribers: tuple[SubscriberLoad, ...]
     locks: tuple[Item, ...]
     backlog: int
-    delayed: int = 0  # of the backlog: held back until a later time
+    delayed: int = 0  # of the backlog: held back until a later time (delay, retry)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from xmpp_queue.core.attributes import RESERVED
 from xmpp_queue.core.errors import NodeNotFound
 from xmpp_queue.core.model import SYSTEM, Item
 from xmpp_queue.core.queue.deadlines import dead_letter_node
@@ -68,6 +69,7 @@ def summary_json(row: QueueSummary) -> dict[str, Any]:
     return {
         "node": row.node,
         "waiting": row.backlog,
+        "delayed": row.delayed,
         "in_flight": row.in_flight,
         "subscribers": row.subscribers,
         "oldest_waiting_seconds": row.oldest_waiting_seconds,
@@ -87,7 +89,14 @@ def lock_json(item: Item, now: datetime) -> dict[str, Any]:
             None if item.lock_expires_at is None else _seconds(item.lock_expires_at, now)
         ),
         "deliveries": item.deliveries,
+        "attributes": publisher_attributes(item),
     }
+
+
+def publisher_attributes(item: Item) -> dict[str, str]:
+    """The item's attributes as its publisher gave them (without the service's own
+    headers, such as a dead letter's ``reason``, shown in their own columns)."""
+    return {k: v for k, v in item.headers.items() if k not in RESERVED}
 
 
 def dead_letter_json(item: Item) -> dict[str, Any]:
@@ -99,6 +108,7 @@ def dead_letter_json(item: Item) -> dict[str, Any]:
         "reason": h.get("reason"),
         "dead_lettered_at": h.get("dead-lettered-at"),
         "size": item.payload_size,
+        "attributes": publisher_attributes(item),
     }
 
 
@@ -108,6 +118,7 @@ def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
         "node": d.node,
         "title": c.title,
         "waiting": d.backlog,
+        "delayed": d.delayed,
         "in_flight": len(d.locks),
         "config": {
             "lock_timeout": c.queue_lock_timeout,

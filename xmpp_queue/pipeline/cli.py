@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
+from xmpp_queue.pipeline.item_columns import ItemColumns, parse_column_list
 from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError, PublisherConfig
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|m|min|h|d|w)?\s*$")
@@ -114,6 +115,23 @@ def add_pipeline_parser(subparsers: Any) -> None:
         "--max-payload-bytes", type=int, help="reject larger payloads before sending"
     )
     enqueue.add_argument("--rejects", help="write rejected rows here (JSON lines)")
+    enqueue.add_argument(
+        "--attribute-columns",
+        type=parse_column_list,
+        help="comma-separated columns sent as item attributes, named as the columns "
+        "(default: [pipeline] attribute_columns)",
+    )
+    enqueue.add_argument(
+        "--delay-column", help="column of seconds to hold each item back (SHIM Start)"
+    )
+    enqueue.add_argument(
+        "--deliver-at-column",
+        help="column of times to deliver each item at: ISO 8601 (no zone = UTC), Unix seconds",
+    )
+    enqueue.add_argument(
+        "--ttl-column", help="column of whole seconds after which a waiting item expires"
+    )
+    enqueue.add_argument("--priority-column", help="column of high, medium or low (Urgency)")
 
     report = jobs.add_parser("report", help="queue-history report: Parquet tables + report.html")
     report.add_argument("--out", required=True, help="output directory")
@@ -158,6 +176,7 @@ def run_pipeline(
     started = time.monotonic()  # the summary's wall time counts Spark's start-up too
     if args.pipeline_command == "enqueue":
         # Before Spark starts: a misspelt node is one line now, not one reject per row.
+        item_columns(args, settings).check()
         asyncio.run(check_node(settings.publisher_config(), args.node))
     running = spark_is_running()  # a host (tests, a notebook) owns that session: keep it
 
@@ -176,6 +195,18 @@ def run_pipeline(
     finally:
         if not running:
             spark.stop()
+
+
+def item_columns(args: argparse.Namespace, settings: PipelineSettings) -> ItemColumns:
+    """The columns that give each item its attributes, delay, expiry and priority."""
+    attributes = args.attribute_columns
+    return ItemColumns(
+        attributes=settings.attribute_columns if attributes is None else attributes,
+        delay=args.delay_column,
+        deliver_at=args.deliver_at_column,
+        ttl=args.ttl_column,
+        priority=args.priority_column,
+    )
 
 
 async def check_node(config: PublisherConfig, node: str) -> None:
@@ -218,7 +249,8 @@ def _enqueue(
     out: TextIO,
     started: float,
 ) -> int:
-    from xmpp_queue.pipeline.enqueue import EnqueueOptions, print_enqueue_summary, run_enqueue
+    from xmpp_queue.pipeline.enqueue import EnqueueOptions, run_enqueue
+    from xmpp_queue.pipeline.enqueue_summary import print_enqueue_summary
 
     options = EnqueueOptions(
         node=args.node,
@@ -230,6 +262,7 @@ def _enqueue(
         max_payload_bytes=args.max_payload_bytes or settings.max_payload_bytes,
         connections=args.connections,
         rejects_path=args.rejects,
+        item_columns=item_columns(args, settings),
     )
     publisher = settings.publisher_config()
     if args.publish_batch is not None:

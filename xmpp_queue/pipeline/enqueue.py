@@ -24,19 +24,36 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from xmpp_queue.client.attributes import headers_bytes
+from xmpp_queue.pipeline.enqueue_summary import (
+    FAILED,
+    PUBLISHED,
+    REJECTED,
+    EnqueueSummary,
+    summarize,
+    write_rejects,
+)
+from xmpp_queue.pipeline.item_columns import (
+    ITEM_HEADERS,
+    ItemColumns,
+    Outgoing,
+    cell,
+    headers_of,
+    row_headers,
+)
 from xmpp_queue.pipeline.payloads import (
+    BAD_ROW,
     CORRUPT,
     ITEM_ID,
     NOT_SENT,
@@ -44,7 +61,6 @@ from xmpp_queue.pipeline.payloads import (
     RECORD,
     REFUSED,
     REJECT,
-    REJECT_CATEGORIES,
     SOURCE,
     PayloadMode,
     category_of,
@@ -67,13 +83,11 @@ CHUNK_ROWS = 2048
 """Rows handed to the event loop at a time (a few windows' worth), so a partition
 streams instead of holding all of its outcomes."""
 BATCH_PAYLOAD_BYTES = 64 * 1024
-"""Payload bytes per batch publish at most (a single larger row goes alone). XMPP
+"""Payload and attribute bytes per batch publish at most (a single larger row goes alone). XMPP
 servers cap a client's stanza size (Prosody and ejabberd at 256 KiB by default) and
 close the stream above it, which would fail every publish in flight."""
 DETAILS_PER_PARTITION = 1000
 """Rejected rows reported in full per partition; beyond that they are counted."""
-
-PUBLISHED, REJECTED, FAILED = "published", "rejected", "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,26 +101,7 @@ class EnqueueOptions:
     max_payload_bytes: int = 262144
     connections: int | None = None
     rejects_path: str | None = None
-
-
-@dataclass(slots=True)
-class EnqueueSummary:
-    rows_read: int = 0
-    published: int = 0
-    rejected: Counter[str] = field(default_factory=Counter)
-    failed: int = 0
-    seconds: float = 0.0  # the publishing Spark job alone
-    total_seconds: float = 0.0  # the whole command: Spark start-up, reading, publishing
-    reasons: Counter[str] = field(default_factory=Counter)
-    examples: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def rate(self) -> float:
-        return self.published / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.published == self.rows_read
+    item_columns: ItemColumns = field(default_factory=ItemColumns)
 
 
 # --- input -------------------------------------------------------------------------------
@@ -175,10 +170,16 @@ def publish_partition(
             outcomes: list[tuple[str, str | None, Any]] = []
             for row in chunk:
                 reason = row[REJECT] or (xml_problem(row[PAYLOAD]) if check_xml else None)
+                headers: dict[str, str] = {}
+                if not reason:
+                    try:
+                        headers = row_headers(cell(row, ITEM_HEADERS))
+                    except ValueError as exc:  # a cell the client refuses: this row only
+                        reason = f"{BAD_ROW}: {exc}"
                 if reason:
                     outcomes.append((REJECTED, reason, row))
                 else:
-                    ready.append(row)
+                    ready.append(Outgoing(row, headers) if headers else row)
             outcomes += loop.run_until_complete(sender.publish_all(ready))
             for status, reason, row in outcomes:
                 tally[(status, category_of(reason) if reason else "")] += 1
@@ -305,24 +306,36 @@ class _PartitionSender:
         return results, refused
 
     async def _submit(self, group: list[Any]) -> asyncio.Future[Any]:
+        from xmpp_queue.client import PublishItem
+
         if len(group) == 1:
             row = group[0]
+            if isinstance(row, Outgoing):
+                return await self.publisher.submit(
+                    self.node, row[PAYLOAD], row[ITEM_ID], attributes=row.headers
+                )
             return await self.publisher.submit(self.node, row[PAYLOAD], row[ITEM_ID])
-        items = [(row[PAYLOAD], row[ITEM_ID]) for row in group]
+        items = [
+            PublishItem(row[PAYLOAD], row[ITEM_ID], row.headers)
+            if isinstance(row, Outgoing)
+            else (row[PAYLOAD], row[ITEM_ID])
+            for row in group
+        ]
         return await self.publisher.submit_batch(self.node, items)
 
 
 def batches(
     rows: Sequence[Any], size: int, max_bytes: int = BATCH_PAYLOAD_BYTES
 ) -> list[list[Any]]:
-    """Consecutive rows, at most *size* per batch and *max_bytes* of payload
-    (a row larger than that on its own is a batch of one)."""
+    """Consecutive rows, at most *size* per batch and *max_bytes* of payload and
+    attribute headers (a row larger than that on its own is a batch of one)."""
     out: list[list[Any]] = []
     group: list[Any] = []
     weight = 0
     for row in rows:
         payload = row[PAYLOAD]
         n = len(payload.encode("utf-8")) if payload else 0
+        n += headers_bytes(headers_of(row))
         if group and (len(group) >= size or weight + n > max_bytes):
             out.append(group)
             group, weight = [], 0
@@ -358,6 +371,7 @@ def run_enqueue(
         options.max_payload_bytes,
         id_column=options.id_column,
         xml_column=options.xml_column,
+        item_columns=options.item_columns,
     )
     prepared = _with_connections(
         prepared, options.connections or spark.sparkContext.defaultParallelism
@@ -384,61 +398,3 @@ def _with_connections(frame: DataFrame, connections: int) -> DataFrame:
     if current < connections:
         return frame.repartition(connections)
     return frame
-
-
-def summarize(records: Iterable[tuple[Any, ...]]) -> EnqueueSummary:
-    summary = EnqueueSummary()
-    for record in records:
-        if record[0] == "count":
-            _, status, category, n = record
-            summary.rows_read += n
-            if status == PUBLISHED:
-                summary.published += n
-            elif status == REJECTED:
-                summary.rejected[category] += n
-            else:
-                summary.failed += n
-        else:
-            _, status, reason, item_id, source, raw = record
-            summary.reasons[reason] += 1
-            summary.examples.append(
-                {
-                    "status": status,
-                    "reason": reason,
-                    "item_id": item_id,
-                    "source": source,
-                    "record": raw,
-                }
-            )
-    return summary
-
-
-def write_rejects(path: str, examples: Sequence[dict[str, Any]]) -> None:
-    """Rejected and unsent rows as JSON lines (written whole, then renamed)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for example in examples:
-            handle.write(json.dumps(example, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def print_enqueue_summary(summary: EnqueueSummary, node: str, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"enqueue into {node}")
-    table.add_column("")
-    table.add_column("rows", justify="right")
-    table.add_row("read", f"{summary.rows_read:,}")
-    table.add_row("published", f"{summary.published:,}")
-    for category in REJECT_CATEGORIES:
-        table.add_row(f"rejected: {category}", f"{summary.rejected.get(category, 0):,}")
-    table.add_row(f"failed: {NOT_SENT}", f"{summary.failed:,}")
-    if summary.total_seconds:
-        table.add_row("wall time, all", f"{summary.total_seconds:.1f} s")
-    table.add_row("wall time, reading + publishing", f"{summary.seconds:.1f} s")
-    table.add_row("rate while publishing", f"{summary.rate:,.0f} items/s")
-    console = Console(file=out, width=120)
-    console.print(table)
-    for reason, n in summary.reasons.most_common(5):
-        console.print(f"  {n:>7,} x {reason}")

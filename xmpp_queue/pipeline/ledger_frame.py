@@ -56,6 +56,7 @@ REMOVING_KINDS: tuple[str, ...] = (
     EventKind.DEAD_LETTERED.value,
     EventKind.RETRACTED.value,
     EventKind.PURGED.value,
+    EventKind.DROPPED.value,  # expired or truncated on a node that drops
 )
 """Kinds after which the item is no longer in its node: they end a lifecycle and
 lower the backlog. Unlock, expiry and extension leave the item queued."""

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from xmpp_queue.client.payload import JSON_NS
+from xmpp_queue.pipeline.item_columns import ITEM_HEADERS, ItemColumns, headers_column
 
 PayloadMode = Literal["json", "xml"]
 CORRUPT = "_corrupt_record"
@@ -40,7 +41,7 @@ ITEM_ID, PAYLOAD, PAYLOAD_BYTES, REJECT, RECORD = (
     "reject",
     "record",
 )
-PREPARED_COLUMNS = (ITEM_ID, PAYLOAD, PAYLOAD_BYTES, REJECT, RECORD, SOURCE)
+PREPARED_COLUMNS = (ITEM_ID, PAYLOAD, PAYLOAD_BYTES, REJECT, RECORD, SOURCE, ITEM_HEADERS)
 
 
 def data_columns(frame: DataFrame) -> list[str]:
@@ -67,8 +68,10 @@ def prepare_items(
     max_payload_bytes: int,
     id_column: str | None = None,
     xml_column: str | None = None,
+    item_columns: ItemColumns | None = None,
 ) -> DataFrame:
-    """(item_id, payload, payload_bytes, reject, record, _source) for each input row.
+    """(item_id, payload, payload_bytes, reject, record, _source, item_headers) for
+    each input row (``item_headers``: the cells *item_columns* chose, as JSON).
 
     Rows Spark could not parse, rows with an empty id (when ids come from a
     column), empty XML cells, and payloads above *max_payload_bytes* get a
@@ -130,6 +133,7 @@ def prepare_items(
         reject.alias(REJECT),
         record.alias(RECORD),
         source.alias(SOURCE),
+        headers_column(frame, item_columns or ItemColumns()).alias(ITEM_HEADERS),
     )
     # A rejected row carries no payload to the executors' publishers.
     return prepared.withColumn(PAYLOAD, F.when(F.col(REJECT).isNull(), F.col(PAYLOAD)))

@@ -210,6 +210,8 @@ def print_summary(result: ReportResult, out: TextIO) -> None:
         ("unlocked", EventKind.UNLOCKED.value),
         ("expired", EventKind.EXPIRED.value),
         ("dead-lettered", EventKind.DEAD_LETTERED.value),
+        ("dropped", EventKind.DROPPED.value),
+        ("deduplicated", EventKind.DEDUPLICATED.value),
         ("backlog", "backlog"),
         ("wait p95 s", "wait_p95"),
         ("e2e p95 s", "end_to_end_p95"),

@@ -150,6 +150,9 @@ def _table(rows: Sequence[Row], columns: Sequence[tuple[str, str]]) -> str:
 def _totals_table(rows: Sequence[Row]) -> str:
     columns = [("node", "node")]
     columns += [(kind.value.replace("_", "-"), kind.value) for kind in _THROUGHPUT_KINDS]
+    # Issue 19: items a node dropped (expired, truncated) and repeat publishes the
+    # dedup window absorbed (stored nothing) are counted, not charted.
+    columns += [(kind.value, kind.value) for kind in (EventKind.DROPPED, EventKind.DEDUPLICATED)]
     columns += [
         ("backlog", "backlog"),
         ("wait p95 s", "wait_p95"),

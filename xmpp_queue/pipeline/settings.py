@@ -49,6 +49,8 @@ class PipelineSettings:
     publish_batch: int = DEFAULT_PUBLISH_BATCH
     allow_plain: bool = False
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    attribute_columns: tuple[str, ...] = ()
+    """Input columns ``enqueue`` sends as item attributes (``--attribute-columns``)."""
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> PipelineSettings:
@@ -128,6 +130,14 @@ def _check(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise PipelineSettingsError("[pipeline] allow_plain must be true or false")
         return value
+    if key == "attribute_columns":
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+            raise PipelineSettingsError(
+                "[pipeline] attribute_columns must be a list of column names"
+            )
+        return tuple(value)
     if key == "jars":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise PipelineSettingsError("[pipeline] jars must be a list of paths")

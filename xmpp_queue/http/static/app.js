@@ -122,6 +122,7 @@ function queueCard(q) {
     el("h3", {}, link),
     el("div", { class: "stats" },
       stat("waiting", "waiting", q.waiting),
+      stat("delayed", "of them delayed", q.delayed ?? 0),
       stat("in-flight", "in flight", q.in_flight),
       stat("dead-letters", "dead letters", q.dead_letters),
       stat("oldest", "oldest waiting", duration(q.oldest_waiting_seconds)),
@@ -178,11 +179,12 @@ function syncRows(selector, list, spec) {
 
 function lockSpec(node) {
   return {
-    columns: 6, empty: "no item is locked", rowClass: "lock", attr: "data-item",
+    columns: 7, empty: "no item is locked", rowClass: "lock", attr: "data-item",
     key: (l) => l.item,
-    cellClasses: ["item", "holder", "locked", "deadline", "deliveries"],
+    cellClasses: ["item", "holder", "locked", "deadline", "deliveries", "attributes"],
     texts: (l) => [l.item, l.holder || "–", duration(l.locked_seconds),
-      l.deadline_in_seconds === null ? "–" : `in ${duration(l.deadline_in_seconds)}`, l.deliveries],
+      l.deadline_in_seconds === null ? "–" : `in ${duration(l.deadline_in_seconds)}`, l.deliveries,
+      attributes(l.attributes)],
     action: (l) => el("button", {
       class: "unlock", type: "button", onclick: () => run("unlock", { node, item: l.item }),
     }, "Unlock"),
@@ -197,10 +199,17 @@ const SUBSCRIBER_SPEC = {
 };
 
 const DEAD_SPEC = {
-  columns: 5, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
+  columns: 6, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
   key: (d) => d.item,
-  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.dead_lettered_at || "–", d.size],
+  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.dead_lettered_at || "–", d.size,
+    attributes(d.attributes)],
 };
+
+/** An item's attributes (its publisher's SHIM headers) as "k=v, k=v", or "–". */
+function attributes(attrs) {
+  const pairs = Object.entries(attrs || {});
+  return pairs.length ? pairs.map(([k, v]) => `${k}=${v}`).join(", ") : "–";
+}
 
 async function run(action, body) {
   try {
@@ -225,6 +234,7 @@ async function refreshQueue() {
   const s = q.summary || {};
   document.getElementById("figures").replaceChildren(
     stat("waiting", "waiting", q.waiting),
+    stat("delayed", "of them delayed", q.delayed ?? 0),
     stat("in-flight", "in flight", q.in_flight),
     stat("dead-letters", "dead letters", s.dead_letters ?? "–"),
     stat("oldest", "oldest waiting", duration(s.oldest_waiting_seconds)),
