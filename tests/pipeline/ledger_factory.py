@@ -69,7 +69,11 @@ def _item_history(
     events: list[tuple[datetime, str, str | None, int]] = [(start, K.PUBLISHED, None, 0)]
     t = start
     fate = rng.random()
-    if fate < 0.06:  # still queued, never delivered
+    if fate < 0.05:  # still queued, never delivered
+        return events, t
+    if fate < 0.07:  # waited past its expiry on a node that drops
+        t += _micros(rng, 5, 60)
+        events.append((t, K.DROPPED, None, 0))
         return events, t
     if fate < 0.10:  # retracted by its publisher before anyone took it
         t += _micros(rng, 0.5, 20)
@@ -93,6 +97,9 @@ def _item_history(
             return events, t
         if roll < 0.55:
             events.append((t, K.ACKED, worker, deliveries))
+            if rng.random() < 0.15:  # the publisher's retry, inside the dedup window
+                t += _micros(rng, 0.01, 2)
+                events.append((t, K.DEDUPLICATED, None, 0))
             return events, t
         if roll < 0.75:
             events.append((t, K.UNLOCKED, worker, deliveries))

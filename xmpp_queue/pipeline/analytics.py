@@ -66,8 +66,12 @@ def with_lifecycle(events: DataFrame) -> DataFrame:
 
 
 def item_lifecycles(cycled: DataFrame) -> DataFrame:
-    """One row per (node, item_id, cycle) with its times, counts and latencies."""
+    """One row per (node, item_id, cycle) with its times, counts and latencies.
+
+    A ``deduplicated`` row (a repeat publish inside the dedup window) changed no
+    item, so it belongs to no lifecycle."""
     removing = F.col(KIND).isin(*REMOVING_KINDS)
+    cycled = cycled.where(F.col(KIND) != EventKind.DEDUPLICATED.value)
     grouped = cycled.groupBy(NODE, ITEM_ID, CYCLE).agg(
         F.min(F.when(_is(_PUBLISHED), F.col(AT))).alias("published_at"),
         F.min(F.when(_is(_DELIVERED), F.col(AT))).alias("first_delivered_at"),
