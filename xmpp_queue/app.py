@@ -80,6 +80,9 @@ def service_settings(settings: Settings) -> ServiceSettings:
         limits=settings.limits.limits(),
         queue_access_model=access.queue_access_model,
         expose_publishers=access.expose_publishers,
+        items_page_size=settings.component.items_page_size,
+        page_bytes=settings.component.max_payload_ceiling,
+        max_payload_ceiling=settings.component.max_payload_ceiling,
     )
 
 
@@ -201,7 +204,12 @@ async def _serve_term(
     try:
         await service.start()
         component = QueueComponent(
-            comp.jid, comp.secret, comp.server_host, comp.server_port, service
+            comp.jid,
+            comp.secret,
+            comp.server_host,
+            comp.server_port,
+            service,
+            max_stanza_size=comp.max_stanza_size,
         )
 
         def send_effects(effects: Any) -> Any:

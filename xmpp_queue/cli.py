@@ -250,6 +250,11 @@ def summary(settings: Settings) -> str:
     rows = [
         ("component", f"{c.jid} via {c.server_host}:{c.server_port} (secret set)"),
         (
+            "stanzas",
+            f"max_stanza_size={c.max_stanza_size} bytes (items up to "
+            f"{c.max_payload_ceiling}) items_page_size={c.items_page_size}",
+        ),
+        (
             "database",
             f"{_redacted(settings.database.url)} lease={settings.database.lease_seconds}s",
         ),

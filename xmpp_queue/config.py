@@ -44,6 +44,16 @@ MIN_TOKEN_LENGTH = 16
 _URL_SCHEME = re.compile(r"^(?P<backend>[a-z][a-z0-9]*)(\+[a-z0-9_]+)?://", re.IGNORECASE)
 _BACKENDS = ("sqlite", "postgresql", "postgres")
 
+# What the component sends in one stanza (docs/operations.md, "Size and paging limits").
+# Prosody closes a component stream that sends a stanza over component_stanza_size_limit
+# (default 512 KiB); ejabberd_service's max_stanza_size defaults to infinity. 384 KiB
+# leaves room under Prosody's default and holds a default-size item (256 KiB).
+DEFAULT_MAX_STANZA_SIZE = 384 * 1024
+STANZA_ENVELOPE = 32 * 1024
+"""Bytes kept for what surrounds one item in a stanza: JIDs (up to 3 KiB each), node
+and item ids (up to 1023 characters each, escaped), SHIM headers."""
+DEFAULT_ITEMS_PAGE_SIZE = 100
+
 
 class ConfigError(ValueError):
     """A bad configuration. ``key`` is the dotted key at fault ("" for the file itself),
@@ -69,13 +79,21 @@ class ComponentSettings:
 
     ``jid`` is the component's domain (``queue.example.org``) as declared on the
     server; ``secret`` the shared XEP-0114 secret; ``server_host``/``server_port``
-    the server's component listener.
+    the server's component listener. ``max_stanza_size``: no stanza the component
+    sends is larger (bytes); ``items_page_size``: the most items one retrieval answers.
     """
 
     jid: str
     secret: str
     server_host: str = "127.0.0.1"
     server_port: int = 5347
+    max_stanza_size: int = DEFAULT_MAX_STANZA_SIZE
+    items_page_size: int = DEFAULT_ITEMS_PAGE_SIZE
+
+    @property
+    def max_payload_ceiling(self) -> int:
+        """The largest item payload that still fits in one stanza with its envelope."""
+        return self.max_stanza_size - STANZA_ENVELOPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +434,8 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "secret": lambda k, v: _string(k, v),
         "server_host": _host,
         "server_port": _integer(1, 65535),
+        "max_stanza_size": _integer(64 * 1024, 64 * 1024 * 1024, "bytes"),
+        "items_page_size": _integer(1, 10_000, "items"),
     },
     "database": {"url": _database_url, "lease_seconds": _integer(2, 300, "seconds")},
     "admins": {"jids": _admin_jids},
@@ -492,6 +512,13 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
         host, port = values.pop("listen", ("127.0.0.1", DEFAULT_HTTP_PORT))
         http = HttpSettings(host=host, port=port, **values)
     component = ComponentSettings(**_section(data, "component"))
+    if queue.max_payload_size > component.max_payload_ceiling:
+        raise ConfigError(
+            "queue.max_payload_size",
+            f"{queue.max_payload_size} bytes cannot be sent in one stanza: at most "
+            f"{component.max_payload_ceiling} with component.max_stanza_size = "
+            f"{component.max_stanza_size} ({STANZA_ENVELOPE} bytes are kept for the envelope)",
+        )
     access = _section(data, "access")
     home = (parent_domain(component.jid),)
     access.setdefault("users", home)

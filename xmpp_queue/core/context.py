@@ -52,6 +52,13 @@ class ServiceSettings:
     without one: admins only), ``limits`` what one JID may do, and
     ``expose_publishers`` puts the publisher on every item of every node, as
     ``pubsub#itemreply = publisher`` does for one node.
+
+    What one answer may carry (the transport's stanza limit, core/sizes.py):
+    ``items_page_size`` caps every items retrieval (XEP-0059 paging applied when
+    the request asked for more or for everything); ``page_bytes`` stops a page
+    before its payloads pass that many bytes; ``max_payload_ceiling`` is the
+    largest ``pubsub#max_payload_size`` a node may have (None: no ceiling), so
+    every stored item can be sent on its own.
     """
 
     default_config: NodeConfig = field(default_factory=NodeConfig)
@@ -61,6 +68,9 @@ class ServiceSettings:
     limits: Limits = field(default_factory=Limits)
     queue_access_model: AccessModel = AccessModel.WHITELIST
     expose_publishers: bool = False
+    items_page_size: int = 100
+    page_bytes: int | None = None
+    max_payload_ceiling: int | None = None
 
     def defaults_for(self, queue: bool) -> NodeConfig:
         """The configuration a new node of this type starts from."""

@@ -3,7 +3,9 @@ expiry, priority ageing and the dedup window (docs/queueing.md explains each).
 
 ``pubsub#item_expire`` is XEP-0060's registered field; the others use our
 ``pubsub#attribute*`` and ``pubsub#queue_*`` names, as the queue fields do.
-Attribute limits and expiry apply to every node; delay, priority and dedup only
+Attribute limits and expiry apply to every node; the attribute bounds keep an
+item's headers (16 KiB of names and values, 256 headers) inside the room the
+stanza-size limit keeps beside the largest payload; delay, priority and dedup only
 mean something on a queue.
 """
 
@@ -21,7 +23,7 @@ MESSAGE_FIELDS: tuple[ConfigField, ...] = (
         "attributes_max",
         "text-single",
         "Max number of attributes (XEP-0131 headers) per item",
-        int_parser(0, 1000),
+        int_parser(0, 256),
         datatype="xs:integer",
     ),
     ConfigField(
@@ -37,7 +39,7 @@ MESSAGE_FIELDS: tuple[ConfigField, ...] = (
         "attribute_value_max",
         "text-single",
         "Max bytes of an attribute value",
-        int_parser(1, 65536),
+        int_parser(1, 16384),
         datatype="xs:integer",
     ),
     ConfigField(
@@ -45,7 +47,7 @@ MESSAGE_FIELDS: tuple[ConfigField, ...] = (
         "attributes_max_bytes",
         "text-single",
         "Max bytes of all attribute names and values of an item",
-        int_parser(0, 65536),
+        int_parser(0, 16384),
         datatype="xs:integer",
     ),
     ConfigField(

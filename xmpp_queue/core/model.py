@@ -320,6 +320,9 @@ class ItemPage:
 
     ``show_publisher``: the node (``pubsub#itemreply``) or the service exposes
     publishers, so every item carries its ``publisher`` attribute (§7.1.2.x).
+    ``paged``: the answer must carry an XEP-0059 ``<set/>`` (paging was asked, or
+    the service's page limit cut the answer). ``backward``: a ``before`` page,
+    which a transport that must shorten it shortens from its start.
     """
 
     items: tuple[Item, ...]
@@ -327,3 +330,4 @@ class ItemPage:
     first_index: int | None = None
     paged: bool = False
     show_publisher: bool = False
+    backward: bool = False

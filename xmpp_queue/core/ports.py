@@ -150,8 +150,13 @@ class ItemRepository(Protocol):
 
     async def count_all(self) -> int: ...
 
-    async def page(self, node_id: str, request: PageRequest) -> ItemPage:
-        """XEP-0059 paging over the node's items in publish order; raises PageNotFound."""
+    async def page(
+        self, node_id: str, request: PageRequest, max_bytes: int | None = None
+    ) -> ItemPage:
+        """XEP-0059 paging over the node's items in publish order; raises PageNotFound.
+
+        Costs the page, not the node (no copy of its items). ``max_bytes``: the page
+        stops before its payloads pass this many bytes (``paging.trim_to_bytes``)."""
 
     async def latest(self, node_id: str, limit: int) -> list[Item]:
         """The *limit* most recently published items, oldest first (§6.5.7 max_items)."""

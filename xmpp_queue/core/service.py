@@ -50,6 +50,7 @@ from xmpp_queue.core.errors import (
     SubIdRequired,
 )
 from xmpp_queue.core.item_batches import check_batch, merge_retract_notices
+from xmpp_queue.core.item_pages import read_items
 from xmpp_queue.core.limits import NodeQuotaExceeded, check_queue_items
 from xmpp_queue.core.model import (
     AccessModel,
@@ -73,6 +74,7 @@ from xmpp_queue.core.node_config import (
     parse_subscribe_options,
 )
 from xmpp_queue.core.node_types import NodeTypes
+from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
 from xmpp_queue.core.service_admin import AdminLevers
@@ -156,8 +158,9 @@ class PubSubService:
         page: PageRequest | None = None,
         subid: str | None = None,
     ) -> ItemPage:
-        """§6.5: all items, the max_items newest, some by id, or an RSM page; with
-        the publisher of each when the node exposes publishers (§7.1.2)."""
+        """§6.5: all items, the max_items newest, some by id, or an RSM page, never
+        more than a page (``core/item_pages.py``); with the publisher of each when
+        the node exposes publishers (§7.1.2)."""
         self._ctx.admit(actor)
 
         async def op(w: Work) -> ItemPage:
@@ -168,17 +171,11 @@ class PubSubService:
             if subid is not None and not any(s.subid == subid for s in subs):
                 raise InvalidSubId()
             show = self._ctx.shown_publisher(n, "-") is not None
-            if item_ids:
-                found = [await w.tx.items.get(node, i) for i in item_ids]
-                items = tuple(i for i in found if i is not None)
-                return ItemPage(items=items, count=len(items), show_publisher=show)
-            if max_items is not None:
-                if max_items < 0:
-                    raise BadRequest("max_items must not be negative")
-                latest = await w.tx.items.latest(node, max_items)
-                return ItemPage(items=tuple(latest), count=len(latest), show_publisher=show)
-            found_page = await w.tx.items.page(node, page or PageRequest())
-            return dataclasses.replace(found_page, show_publisher=show)
+            s = self.settings
+            found = await read_items(
+                w.tx, node, item_ids, max_items, page, s.items_page_size, s.page_bytes
+            )
+            return dataclasses.replace(found, show_publisher=show)
 
         return await self._ctx.read(op)
 
@@ -228,6 +225,7 @@ class PubSubService:
         if cfg.queue:
             cfg = apply_config(self.settings.defaults_for(True), form)
         check_queue_items(cfg, None, self.settings.limits)
+        check_payload_ceiling(cfg, None, self.settings.max_payload_ceiling)
         self._types.for_config(cfg).validate(node_id, cfg)
 
         async def op(w: Work) -> str:
@@ -286,6 +284,7 @@ class PubSubService:
                 )
                 cfg = apply_config(base, values)
             check_queue_items(cfg, n.config, self.settings.limits)
+            check_payload_ceiling(cfg, n.config, self.settings.max_payload_ceiling)
             before, after = self._types.of(n), self._types.for_config(cfg)
             after.validate(node, cfg)
             if after is not before:
@@ -463,13 +462,14 @@ class PubSubService:
             if publish_options:
                 check_preconditions(n.config, publish_options)
             cfg, policy, ids = n.config, self._types.of(n), []
+            most = payload_limit(cfg, self.settings.max_payload_ceiling)
             for item in items:
                 if item.payload is None and cfg.deliver_payloads and cfg.persist_items:
                     raise PayloadRequired()
                 if item.payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
                     raise ItemForbidden()
-                if item.size > cfg.max_payload_size:
-                    raise PayloadTooBig(item.size, cfg.max_payload_size)
+                if item.size > most:
+                    raise PayloadTooBig(item.size, most)
                 check_attributes(item.attributes, cfg)
                 new_id = item.item_id or self._ctx.new_id()
                 await policy.publish(w, n, new_id, item, actor.jid)

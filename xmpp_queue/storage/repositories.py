@@ -35,7 +35,7 @@ from xmpp_queue.core.model import (
     copy_item,
     new_item,
 )
-from xmpp_queue.core.paging import page_of
+from xmpp_queue.core.paging import is_backward, is_unpaged, page_bounds, trim_to_bytes
 from xmpp_queue.core.ports import QueueStats
 from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.state import (
@@ -333,13 +333,31 @@ class ItemsRepo:
     async def count_all(self) -> int:
         return sum(len(ns.items) for ns in self._s.nodes.values())
 
-    async def page(self, node_id: str, request: PageRequest) -> ItemPage:
+    async def page(
+        self, node_id: str, request: PageRequest, max_bytes: int | None = None
+    ) -> ItemPage:
         ns = self._s.nodes.get(node_id)
-        if ns is None:
-            return page_of([], request)
-        found = page_of(list(ns.in_order().values()), request)
-        items = await self._warm(ns, list(found.items))
-        return dataclasses.replace(found, items=tuple(items))
+        count = len(ns.items) if ns is not None else 0
+        if is_unpaged(request):
+            chosen = ns.window(0, count) if ns is not None else []
+            return ItemPage(items=tuple(await self._warm_opt(ns, chosen)), count=count)
+        position = ns.position if ns is not None else (lambda _: None)
+        start, stop = page_bounds(count, request, position)
+        backward = is_backward(request)
+        window = ns.window(start, stop) if ns is not None else []
+        chosen = list(trim_to_bytes(window, max_bytes, backward))
+        if backward:
+            start = stop - len(chosen)
+        return ItemPage(
+            items=tuple(await self._warm_opt(ns, chosen)),
+            count=count,
+            first_index=start if chosen else None,
+            paged=True,
+            backward=backward,
+        )
+
+    async def _warm_opt(self, ns: NodeState | None, items: list[Item]) -> list[Item]:
+        return await self._warm(ns, items) if ns is not None else items
 
     async def latest(self, node_id: str, limit: int) -> list[Item]:
         ns = self._s.nodes.get(node_id)

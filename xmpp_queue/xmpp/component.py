@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +33,16 @@ from slixmpp.xmlstream.handler import CoroutineCallback
 from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
 from slixmpp.xmlstream.matcher.base import MatcherBase
 
-from xmpp_queue.core.effects import Effect, Outcome
+from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE
+from xmpp_queue.core.effects import Effect, ItemNotice, Outcome
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.core.service_access import ServiceAccessDenied
-from xmpp_queue.xmpp import render, stanzas
+from xmpp_queue.xmpp import render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.handlers import RequestRouter
 from xmpp_queue.xmpp.presence import PresenceTracker
+from xmpp_queue.xmpp.requests import MAX_DEPTH
 from xmpp_queue.xmpp.scheduler import DeadlineScheduler
 from xmpp_queue.xmpp.transport import CoalescingTransport
 
@@ -143,8 +145,10 @@ class QueueComponent(ComponentXMPP):
         service: PubSubService,
         *,
         name: str = "xmpp-queue",
+        max_stanza_size: int = DEFAULT_MAX_STANZA_SIZE,
     ) -> None:
         super().__init__(jid, secret, server_host, server_port)
+        self.max_stanza_size = max_stanza_size  # nothing larger is written (wire_size)
         self.enable_direct_tls = False  # XEP-0114 is a plain TCP stream
         self.service = service
         self.remove_stanza(Iq)
@@ -153,7 +157,12 @@ class QueueComponent(ComponentXMPP):
             self.register_plugin(plugin)
         stanzas.register()
 
-        self.requests = RequestRouter(service, self.send_outcome, stanza_of=self._build_stanza)
+        self.requests = RequestRouter(
+            service,
+            self.send_outcome,
+            stanza_of=self._build_stanza,
+            max_stanza_size=max_stanza_size,
+        )
         self._iq_tag = f"{{{self.default_ns}}}iq"
         self._request_tasks: set[asyncio.Task[None]] = set()
         self.disco_provider = DiscoProvider(self, service, name)
@@ -196,17 +205,23 @@ class QueueComponent(ComponentXMPP):
         client library does; slixmpp is pinned to >= 1.17 in setup.cfg.)
         """
         xml = self.incoming_filter(xml)
+        if wire_size.element_depth_exceeds(xml, MAX_DEPTH):
+            self._spawn(self.requests.refuse_too_deep(xml))
+            return
         if (
             xml.tag == self._iq_tag
             and xml.get("type") in ("get", "set")
             and len(xml) == 1
             and xml[0].tag in _PUBSUB_CHILDREN
         ):
-            task = self.loop.create_task(self.requests.handle_element(xml))
-            self._request_tasks.add(task)
-            task.add_done_callback(self._request_tasks.discard)
+            self._spawn(self.requests.handle_element(xml))
             return
         super()._spawn_event(xml)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(work)
+        self._request_tasks.add(task)
+        task.add_done_callback(self._request_tasks.discard)
 
     def _handle(
         self, name: str, matcher: MatcherBase, handler: Callable[[Any], Awaitable[None]]
@@ -366,14 +381,43 @@ class QueueComponent(ComponentXMPP):
                 pending.reply.send()
             sender = self.boundjid.full
             for effect in pending.effects:
-                msg_id = render.NOTIFICATION_ID_PREFIX + self.new_id()
-                text = render.queue_notice_text(effect, sender, msg_id)
-                if text is not None:
-                    self._send_text(text)
+                if isinstance(effect, ItemNotice):
+                    for part in wire_size.split_item_notice(effect, sender, self.max_stanza_size):
+                        self._send_effect(part, sender)
                 else:
-                    render.notification(self, effect, sender, msg_id).send()
+                    self._send_effect(effect, sender)
         except Exception:
             log.exception("event=send_failed effects=%d", len(pending.effects))
+
+    def _send_effect(self, effect: Effect, sender: str) -> None:
+        """One notice as text, under the stanza limit: a one-item notice still too
+        large goes without its payload (``wire_size``)."""
+        text = self._notice_text(effect, sender)
+        if wire_size.utf8_size(text) > self.max_stanza_size and isinstance(effect, ItemNotice):
+            text = self._notice_text(wire_size.without_payload(effect), sender)
+        self._send_text(text)
+
+    def _notice_text(self, effect: Effect, sender: str) -> str:
+        msg_id = render.NOTIFICATION_ID_PREFIX + self.new_id()
+        text = render.queue_notice_text(effect, sender, msg_id)
+        if text is None:
+            return wire_size.stanza_text(render.notification(self, effect, sender, msg_id))
+        return text
+
+    def send_raw(self, data: str | bytes) -> None:
+        """The last guard: nothing over ``max_stanza_size`` reaches the socket, since
+        the server would close the stream for it (the paths above cut, split or
+        refuse first; this drops and logs what they missed)."""
+        size = len(data) if isinstance(data, bytes) else wire_size.utf8_size(data)
+        if size > self.max_stanza_size and self._session_started:
+            log.error(
+                "event=stanza_dropped reason=too_big bytes=%d limit=%d head=%r",
+                size,
+                self.max_stanza_size,
+                data[:120],
+            )
+            return
+        super().send_raw(data)
 
     def _send_text(self, text: str) -> None:
         """Per-item text, written at once when nothing waits in slixmpp's send queue.

@@ -97,6 +97,11 @@ class UnknownRequest(PubSubError):
     """The ``<pubsub/>`` element holds no request this service knows."""
 
 
+class AnswerTooBig(PubSubError):
+    """The answer would be larger than ``[component] max_stanza_size`` (``wire_size``):
+    not-acceptable, cancel; the text says to ask for less."""
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorRow:
     """How one domain error is told to the client."""
@@ -125,6 +130,7 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
     DelayTooLong: ErrorRow("modify", "not-acceptable"),
     FeatureNotImplemented: ErrorRow("cancel", "feature-not-implemented", "unsupported"),
     UnknownRequest: ErrorRow("cancel", "feature-not-implemented"),
+    AnswerTooBig: ErrorRow("cancel", "not-acceptable"),
     # nodes
     NodeNotFound: ErrorRow("cancel", "item-not-found"),  # §6.1.3.12 and every "no node"
     NodeExists: ErrorRow("cancel", "conflict"),  # §8.1.3

@@ -21,12 +21,13 @@ from functools import lru_cache
 
 from slixmpp import Iq, Message
 
+from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.core.effects import Effect
-from xmpp_queue.core.errors import BadRequest, PubSubError
+from xmpp_queue.core.errors import BadRequest, InvalidPayload, PubSubError
 from xmpp_queue.core.model import Actor, SubscriptionState
 from xmpp_queue.core.node_config import parse_subscribe_options
 from xmpp_queue.core.service import PubSubService
-from xmpp_queue.xmpp import errors, forms, render
+from xmpp_queue.xmpp import errors, forms, render, wire_size
 from xmpp_queue.xmpp import requests as rq
 from xmpp_queue.xmpp.stanzas import (
     PUBSUB,
@@ -61,14 +62,19 @@ class IqRequest:
     request. Handlers that render with slixmpp take :attr:`stanza`, built once.
     """
 
-    __slots__ = ("_build", "_stanza", "xml")
+    __slots__ = ("_build", "_stanza", "max_bytes", "xml")
 
     def __init__(
-        self, xml: ET.Element, build: Callable[[ET.Element], Iq], stanza: Iq | None = None
+        self,
+        xml: ET.Element,
+        build: Callable[[ET.Element], Iq],
+        stanza: Iq | None = None,
+        max_bytes: int = DEFAULT_MAX_STANZA_SIZE,
     ) -> None:
         self.xml = xml
         self._build = build
         self._stanza = stanza
+        self.max_bytes = max_bytes  # the largest answer the stream takes (wire_size)
 
     @property
     def stanza(self) -> Iq:
@@ -241,7 +247,7 @@ async def on_items(
 ) -> Answer:
     req = rq.parse_items(ps, el)
     page = await svc.get_items(actor, req.node, req.item_ids, req.max_items, req.page, req.subid)
-    return Answer(render.items_result(iq.stanza, req.node, page))
+    return Answer(wire_size.items_reply_text(iq.stanza, req.node, page, iq.max_bytes))
 
 
 async def on_subscriptions(
@@ -424,10 +430,12 @@ class RequestRouter:
         service: PubSubService,
         send_answer: SendAnswer,
         stanza_of: Callable[[ET.Element], Iq] = lambda xml: Iq(xml=xml),
+        max_stanza_size: int = DEFAULT_MAX_STANZA_SIZE,
     ) -> None:
         self.service = service
         self.send_answer = send_answer
         self.stanza_of = stanza_of  # the component's stanza factory (its own Iq class)
+        self.max_stanza_size = max_stanza_size
 
     async def handle(self, iq: Iq) -> None:
         """A request slixmpp already built into a stanza (its handler path)."""
@@ -438,7 +446,7 @@ class RequestRouter:
         only for handlers that render with it, and for error replies."""
         if xml.get("type") not in ("get", "set"):
             return  # results and errors addressed to us need no answer
-        request = IqRequest(xml, self.stanza_of, iq)
+        request = IqRequest(xml, self.stanza_of, iq, self.max_stanza_size)
         verb = ""
         try:
             container, element, key = locate(xml)
@@ -446,11 +454,36 @@ class RequestRouter:
             route = route_for(key)
             actor = Actor(sender_jid(xml.get("from", "")))
             answer = await route.handler(self.service, request, actor, container, element)
+            reply = answer.reply
+            if not isinstance(reply, str):
+                reply = wire_size.stanza_text(reply)
+            wire_size.check_answer(reply, self.max_stanza_size)
         except Exception as exc:  # every failure gets a mapped reply
-            reply = errors.reply_for_exception(request.stanza, exc, verb)
-            await self.send_answer(reply, ())
+            error = errors.reply_for_exception(request.stanza, exc, verb)
+            # A change the core committed still has its notices to send.
+            effects = answer.effects if isinstance(exc, errors.AnswerTooBig) else ()
+            await self.send_answer(error, effects)
             return
-        await self.send_answer(answer.reply, answer.effects)
+        await self.send_answer(reply, answer.effects)
+
+    async def refuse_too_deep(self, xml: ET.Element) -> None:
+        """A stanza nested deeper than ``requests.MAX_DEPTH``: an IQ request gets
+        bad-request (with invalid-payload for a publish), anything else is dropped.
+
+        The reply is built from the stanza without its children: copying or
+        serialising the deep tree is what would fail (Python's recursion limit)."""
+        if xml.tag.rsplit("}", 1)[-1] != "iq" or xml.get("type") not in ("get", "set"):
+            log.info("event=stanza_dropped reason=too_deep from=%s", xml.get("from", ""))
+            return
+        verb = ""
+        try:
+            verb = locate(xml)[2][2]
+        except Exception:
+            pass  # not a pubsub request: plain bad-request
+        text = f"nested deeper than {rq.MAX_DEPTH} elements"
+        exc: PubSubError = InvalidPayload(text) if verb == "publish" else BadRequest(text)
+        shallow = ET.Element(xml.tag, dict(xml.attrib))
+        await self.send_answer(errors.reply_for_exception(self.stanza_of(shallow), exc, verb), ())
 
     async def handle_authorization(self, msg: Message) -> None:
         """XEP-0060 §8.6: an owner's answer to a subscription authorization form."""

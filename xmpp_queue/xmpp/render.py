@@ -46,6 +46,7 @@ from xmpp_queue.core.effects import (
     DeleteNotice,
     Effect,
     ItemNotice,
+    NoticeItem,
     PurgeNotice,
     RetractNotice,
     SubscriptionNotice,
@@ -400,6 +401,20 @@ def _headers_text(headers: Sequence[tuple[str, str]]) -> str:
     return f"<headers xmlns='{SHIM}'>{inner}</headers>"
 
 
+def notice_item_text(it: NoticeItem, several: bool) -> str:
+    """One ``<item/>`` of an items notice as text; in a notice of *several* items it
+    carries its own headers (see the module docstring). Also what ``wire_size``
+    measures an item by, whatever the item holds."""
+    payload = it.payload or ""
+    if "<!" in payload:
+        log.warning("event=payload_skipped reason=not_canonical")
+        payload = ""
+    if several:
+        payload += _headers_text(list(it.headers.items()))
+    by = f" publisher={_attr(it.publisher)}" if it.publisher else ""
+    return f"<item id={_attr(it.item_id)}{by}>{payload}</item>"
+
+
 def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
     """A queue's per-item notice (item, ack, unlock) as the XML text to write.
 
@@ -415,20 +430,11 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
     head = f"<message from={_attr(sender)} to={_attr(effect.to)} id={_attr(msg_id)}{kind}>"
     event = f"<event xmlns='{PUBSUB_EVENT}'>"
     if isinstance(effect, ItemNotice) and effect.queue:
-        parts = []
         headers: list[tuple[str, str]] = []
         several = len(effect.items) > 1
-        for it in effect.items:
-            payload = it.payload or ""
-            if "<!" in payload:
-                log.warning("event=payload_skipped reason=not_canonical")
-                payload = ""
-            if several:  # each item's own headers, inside it (see the module docstring)
-                payload += _headers_text(list(it.headers.items()))
-            else:
-                headers.extend(it.headers.items())
-            by = f" publisher={_attr(it.publisher)}" if it.publisher else ""
-            parts.append(f"<item id={_attr(it.item_id)}{by}>{payload}</item>")
+        parts = [notice_item_text(it, several) for it in effect.items]
+        if not several:
+            headers.extend(effect.items[0].headers.items())
         headers.extend(_subid_headers(effect.subids))
         body = f"<items node={_attr(effect.node)}>{''.join(parts)}</items>"
     elif isinstance(effect, RetractNotice) and effect.queue:

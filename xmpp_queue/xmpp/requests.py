@@ -46,6 +46,13 @@ MAX_PAYLOAD_BYTES = 1024 * 1024
 """Hard cap before any parsing; pubsub#max_payload_size (the node's own limit) is
 judged by the core on the canonical size."""
 
+MAX_DEPTH = 100
+"""The deepest a received stanza may nest (the stanza itself is level 1; an item's
+payload starts at level 5, so it may nest 96 deep). Deeper ones are refused as a
+whole before anything reads them (``QueueComponent._spawn_event``): copying,
+serialising or echoing such a tree recurses once per level and would reach
+Python's recursion limit (about 1,000) and leave the request without an answer."""
+
 _PARSER = etree.XMLParser(
     resolve_entities=False,
     no_network=True,
