@@ -63,6 +63,16 @@ def own_subscriptions(subs: list[Subscription], actor: Actor) -> list[Subscripti
     return [s for s in subs if jid_matches(s.jid, actor.jid)]
 
 
+async def own_subscriptions_on(tx: Transaction, node_id: str, actor: Actor) -> list[Subscription]:
+    """The subscriptions to *node_id* the actor may act for (:func:`jid_matches`): its
+    full JID's and its account's. Looked up by JID, so an ack or a publish costs what
+    the actor holds, not the number of the node's subscribers."""
+    subs = await tx.subscriptions.for_jid(actor.jid, node_id)
+    if actor.jid != actor.bare:
+        subs += await tx.subscriptions.for_jid(actor.bare, node_id)
+    return subs
+
+
 def check_access(
     node: Node, affiliation: Affiliation, action: Action, subs: list[Subscription]
 ) -> None:

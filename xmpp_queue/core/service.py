@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from xmpp_queue.core.access import check_access, check_id, own_subscriptions, require
+from xmpp_queue.core.access import check_access, check_id, own_subscriptions_on, require
 from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may_publish
@@ -161,7 +161,7 @@ class PubSubService:
         async def op(w: Work) -> ItemPage:
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
+            subs = await own_subscriptions_on(w.tx, node, actor)
             check_access(n, aff, Action.RETRIEVE, subs)
             if subid is not None and not any(s.subid == subid for s in subs):
                 raise InvalidSubId()
@@ -454,7 +454,7 @@ class PubSubService:
                 rate.check(actor.bare, w.now)
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
+            subs = await own_subscriptions_on(w.tx, node, actor)
             subscribed = any(s.state is SubscriptionState.SUBSCRIBED for s in subs)
             if not may_publish(aff, n.config.publish_model, subscribed):
                 raise Forbidden("publish")

@@ -36,6 +36,8 @@ from types import MappingProxyType
 from typing import Final
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+from xmpp_queue.core.queue.dispatch import RoomIndex
+from xmpp_queue.storage.subscribers import SubscriberIndex
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
 """Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
@@ -281,6 +283,8 @@ class QueueIndex:
     delayed_live: int = 0
     locked: dict[str, None] = field(default_factory=dict)  # item ids, an ordered set
     loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
+    held: dict[str, dict[str, None]] = field(default_factory=dict)  # subid -> its item ids
+    room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
 
 
 @dataclass(slots=True)
@@ -340,6 +344,8 @@ class MemoryState:
         self.delayed_nodes: set[str] = set()
         self.next_seq = 1
         self.next_sub_id = 1
+        # Who holds which subscription, and who gets the next item (subscribers.py).
+        self.subscribers = SubscriberIndex(self.nodes)
 
     # --- the one way an item changes -------------------------------------------------
 
@@ -348,7 +354,7 @@ class MemoryState:
         items = ns.items
         old = items.get(item_id)
         if old is not None:
-            self._unindex(ns.queue, old)
+            self._unindex(ns, old)
         if new is None:
             if old is not None:
                 del items[item_id]
@@ -362,7 +368,9 @@ class MemoryState:
         if item.locked_by is not None:
             q.locked[item.item_id] = None
             q.loads[item.locked_by] = q.loads.get(item.locked_by, 0) + 1
+            q.held.setdefault(item.locked_by, {})[item.item_id] = None
             self.locked_total += 1
+            self.subscribers.offer_room(ns, item.locked_by)
             if item.lock_expires_at is not None:
                 self.push_deadline(item)
         elif item.available_at is None:
@@ -374,15 +382,20 @@ class MemoryState:
             if len(q.delayed) > 2 * q.delayed_live + _HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
-    def _unindex(self, q: QueueIndex, item: Item) -> None:
+    def _unindex(self, ns: NodeState, item: Item) -> None:
+        q = ns.queue
         if item.locked_by is not None:
             del q.locked[item.item_id]
             left = q.loads[item.locked_by] - 1
+            held = q.held[item.locked_by]
+            del held[item.item_id]
             if left:
                 q.loads[item.locked_by] = left
             else:
                 del q.loads[item.locked_by]
+                del q.held[item.locked_by]
             self.locked_total -= 1
+            self.subscribers.offer_room(ns, item.locked_by)
         elif not q.ready.discard(item.seq) and item.available_at is not None:
             q.delayed_live -= 1
 
@@ -408,6 +421,8 @@ class MemoryState:
         ns.items = {}
         ns.queue = QueueIndex()
         ns.ordered = True
+        for subid in ns.subs:
+            self.subscribers.offer_room(ns, subid)
 
     def drop_node(self, node_id: str) -> NodeState | None:
         ns = self.nodes.pop(node_id, None)
