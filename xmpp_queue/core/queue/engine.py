@@ -203,7 +203,9 @@ class QueueEngine:
             access_model=origin.config.access_model,
             itemreply=origin.config.itemreply,
         )
-        target = Node(node_id, config, work.now, "")
+        # Made for the queue's creator: it counts in their max_nodes_per_jid (reserved
+        # when the queue was created or renamed its dead-letter node, so never refused).
+        target = Node(node_id, config, work.now, origin.creator)
         await work.tx.nodes.add(target)
         for entry in await work.tx.affiliations.for_node(origin.node_id):
             if entry.affiliation is Affiliation.OWNER:
