@@ -23,7 +23,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from xmpp_queue.core.access import check_access, check_id, own_subscriptions_on, require
+from xmpp_queue.core.access import (
+    check_access,
+    check_id,
+    own_subscriptions_on,
+    require,
+    visible,
+)
 from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may_publish
@@ -43,6 +49,7 @@ from xmpp_queue.core.errors import (
     ItemForbidden,
     ItemRequired,
     NodeExists,
+    NodeNotFound,
     NotSubscribed,
     PayloadRequired,
     PayloadTooBig,
@@ -135,14 +142,28 @@ class PubSubService:
         return SubscribeOptions(queue_requests=1 if queue else None, deliver=True, raw={})
 
     async def get_node(self, actor: Actor, node: str) -> Node:
+        """The node, or NodeNotFound also when it is hidden from *actor*
+        (``access.visible``: a whitelisted node for a non-affiliate)."""
         self._ctx.admit(actor)
-        return await self._ctx.read(lambda w: self._ctx.node(w, node))
+
+        async def op(w: Work) -> Node:
+            n = await self._ctx.node(w, node)
+            if not visible(n, await self._ctx.affiliation(w, node, actor)):
+                raise NodeNotFound(node)
+            return n
+
+        return await self._ctx.read(op)
 
     async def list_nodes(self, actor: Actor) -> list[Node]:
+        """Every node *actor* may see (``access.visible``)."""
         self._ctx.admit(actor)
 
         async def op(w: Work) -> list[Node]:
-            return await w.tx.nodes.all()
+            found = []
+            for n in await w.tx.nodes.all():
+                if visible(n, await self._ctx.affiliation(w, n.node_id, actor)):
+                    found.append(n)
+            return found
 
         return await self._ctx.read(op)
 
