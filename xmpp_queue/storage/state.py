@@ -5,8 +5,10 @@ the queue asks for on every operation, so that no read needs the database:
 
 - per node, ``items`` in publish (seq) order and a :class:`QueueIndex`: the
   ready items (unlocked, available) as a heap of seqs, the delayed ones (retry
-  back-off) as a heap of ``available_at``, the locked item ids and the lock
-  count per subid (``in_flight`` in O(subscribers));
+  back-off) as a heap of ``available_at``, the locked item ids, the lock count
+  and the locked item ids per subid (a departure releases what it holds without
+  a scan), and the ``RoomIndex`` dispatch asks who gets the next item;
+- store-wide, the subscriptions by JID (``subscribers.py``);
 - store-wide, one heap of lock deadlines (``expired_locks``/``next_deadline``
   without a scan) and the running seq and subscription-id counters.
 
