@@ -303,6 +303,7 @@ async def _start_http(
         actions,
         admin_token=http.admin_token,
         jid=settings.component.jid,
+        allowed_hosts=http.allowed_hosts,
     )
     await ops.start()
     return ops

@@ -213,12 +213,16 @@ class HttpSettings:
     ``port`` 0 picks a free port (logged as ``event=http_listening``).
     ``admin_token`` unlocks the dashboard's actions (None: read-only for all);
     ``max_nodes`` bounds the per-node label values of the metrics.
+    ``allowed_hosts``: names a request's Host header may give besides the listen
+    address and the loopback names (a reverse proxy's public name); others get
+    421 (``http/guard.py``: DNS rebinding).
     """
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_HTTP_PORT
     admin_token: str | None = dataclasses.field(default=None, repr=False)
     max_nodes: int = 100
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +312,16 @@ def _host(key: str, value: object) -> str:
     if any(c.isspace() for c in text) or "/" in text:
         raise ConfigError(key, f"expected a host name or IP address, got {_show(value)}")
     return text
+
+
+def _host_names(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected an array of host names, got {_show(value)}")
+    names = tuple(_host(f"{key}[{i}]", v) for i, v in enumerate(value))
+    for i, name in enumerate(names):
+        if ":" in name.strip("[]") and not name.startswith("[") and name.count(":") == 1:
+            raise ConfigError(f"{key}[{i}]", f"expected a name without a port, got {name!r}")
+    return names
 
 
 def _database_url(key: str, value: object) -> str:
@@ -460,7 +474,12 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "publish_burst": _integer(1, 10_000_000, "items"),
     },
     "logging": {"level": _log_level, "file": _log_file, "format": _log_format},
-    "http": {"listen": _listen, "admin_token": _token, "max_nodes": _integer(1, 10_000)},
+    "http": {
+        "listen": _listen,
+        "admin_token": _token,
+        "max_nodes": _integer(1, 10_000),
+        "allowed_hosts": _host_names,
+    },
 }
 _REQUIRED = {"component": ("jid", "secret")}
 _PASS_THROUGH = ("pipeline",)  # validated by their own modules

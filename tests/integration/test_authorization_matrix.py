@@ -105,7 +105,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 # A stranger's disco is answered as if nothing lived here.
 UNAVAILABLE = ("service-unavailable", "cancel")
-EXPECTED["disco#info"] = only(*EVERYONE, others=UNAVAILABLE)
+# A whitelisted queue is invisible to whom may not subscribe (XEP-0060 §5.1/§5.4).
+HIDDEN = ("item-not-found", "cancel")
+EXPECTED["disco#info"] = only(*EVERYONE, none=HIDDEN, outcast=HIDDEN, others=UNAVAILABLE)
 EXPECTED["disco#items"] = only(*EVERYONE, others=UNAVAILABLE)
 for command in COMMANDS:
     EXPECTED[f"admin command {command}"] = only("admin", others=COMMAND_FORBIDDEN)

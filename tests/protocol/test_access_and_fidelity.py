@@ -52,7 +52,15 @@ async def test_a_stranger_gets_forbidden_for_pubsub_and_service_unavailable_for_
         reply, out = await stream.iq(itype, STRANGER, pubsub(body, ns))
         assert error_of(reply)[:2] == ("auth", "forbidden"), body
         assert out == []
-    for query, node in (("di", ""), ("dit", ""), ("di", " node='news'"), ("dit", " node='news'")):
+    commands = " node='http://jabber.org/protocol/commands'"  # XEP-0050's node too
+    for query, node in (
+        ("di", ""),
+        ("dit", ""),
+        ("di", " node='news'"),
+        ("dit", " node='news'"),
+        ("di", commands),
+        ("dit", commands),
+    ):
         ns = NS[query]
         head = f"<iq type='get' id='d' from='{STRANGER}' to='{SERVICE}'>"
         out = await stream.send(f"{head}<query xmlns='{ns}'{node}/></iq>")

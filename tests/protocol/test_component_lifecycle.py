@@ -164,3 +164,25 @@ async def test_unreachable_server_is_retried_until_stopped(
         await comp.stop()
         await asyncio.wait_for(run, 10)
     assert any("event=reconnect_scheduled" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_debug_log_never_holds_the_handshake_digest(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27: at DEBUG, slixmpp logged the stream id (RECV of the header) and the
+    <handshake> digest (SEND), enough for an offline guess of a weak secret."""
+    from tests.protocol.conftest import FakeTransport, Stream
+    from xmpp_queue.storage.store import StateStore
+
+    service = PubSubService(StateStore.in_memory(), clock, lambda: "id", ServiceSettings())
+    await service.start()
+    comp = QueueComponent(SERVICE, "weak-secret", "127.0.0.1", 5347, service)
+    stream = Stream(comp, FakeTransport(), clock)
+    with caplog.at_level(logging.DEBUG):
+        await stream.start()
+    await stream.close()
+    digest = hashlib.sha1(b"stream-1weak-secret").hexdigest()
+    sent = b"".join(stream.transport.writes).decode()
+    assert digest in sent  # the server still gets it
+    assert "<handshake" in caplog.text and "[redacted]" in caplog.text
+    assert digest not in caplog.text

@@ -69,6 +69,7 @@ from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
+from xmpp_queue.core.queue.dispatch import takes_work
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
@@ -444,6 +445,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.last = self.run(snapshot(self.store))
         self.every_item_is_in_exactly_one_place(self.last)
         self.dispatch_never_overfills_a_window(self.last)
+        self.no_ready_item_waits_while_a_subscriber_has_room(self.last)
         self.attributes_travel_with_items(self.last)
         self.nothing_is_delivered_outside_its_time(self.last)
         self.no_repeat_inside_the_dedup_window(self.last)
@@ -561,6 +563,23 @@ class QueueMachine(RuleBasedStateMachine):
             if held > (sub.queue_requests or 0):
                 assert held <= self.loads.get(sub.subid, 0), f"{sub.subid} was given more"
         self.loads = loads
+
+    def no_ready_item_waits_while_a_subscriber_has_room(self, state: tuple[Any, ...]) -> None:
+        """Dispatch's index misses nobody: after every step, an item that is ready (no
+        retry delay) stays unlocked only when no subscription that takes work has room."""
+        _, items, subs, _, _ = state
+        queue = items.get(QUEUE, ())
+        if not any(i.locked_by is None and i.available_at is None for i in queue):
+            return
+        loads: dict[str, int] = {}
+        for item in queue:
+            if item.locked_by is not None:
+                loads[item.locked_by] = loads.get(item.locked_by, 0) + 1
+        for sub in subs.get(QUEUE, ()):
+            if takes_work(sub):
+                assert loads.get(sub.subid, 0) >= (sub.queue_requests or 0), (
+                    f"{sub.subid} has room while an item is ready"
+                )
 
 
 def _last_moves(ledger: Any) -> dict[str, EventKind]:

@@ -14,37 +14,89 @@ from xmpp_queue.core.queue.deadlines import (
     must_dead_letter,
     retry_available_at,
 )
-from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
+from xmpp_queue.core.queue.dispatch import RoomIndex
 from xmpp_queue.core.queue.locks import Release, check_release
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-A, B, C = Candidate("a", 1), Candidate("b", 2), Candidate("c", 5)
+
+
+class Queue:
+    """Subscriptions with windows and loads, and the RoomIndex kept as the store keeps it."""
+
+    def __init__(self, **windows: int) -> None:
+        self.windows = dict(windows)
+        self.loads = dict.fromkeys(windows, 0)
+        self.order = {s: n for n, s in enumerate(windows)}
+        self.index = RoomIndex()
+        for s in windows:
+            self.index.offer(s, 0, self.windows[s], self.order[s])
+
+    def truth(self, subid: str) -> tuple[int, int, int] | None:
+        if subid not in self.windows:
+            return None
+        return self.loads[subid], self.windows[subid], self.order[subid]
+
+    def load(self, subid: str, n: int) -> None:
+        self.loads[subid] = n
+        self.index.offer(subid, n, self.windows[subid], self.order[subid])
+
+    def give(self, avoid: str | None = None) -> str | None:
+        """Choose, then lock one item to the chosen one (as dispatch does)."""
+        chosen = self.index.best(self.truth, avoid)
+        if chosen is not None:
+            self.index.served(chosen)
+            self.load(chosen, self.loads[chosen] + 1)
+        return chosen
 
 
 def test_dispatch_prefers_fewest_in_flight() -> None:
-    d = QueueDispatcher()
-    assert d.choose([A, B, C], {"a": 0, "b": 1, "c": 3}) == A
-    assert d.choose([A, B, C], {"a": 1, "b": 1, "c": 0}) == C
+    q = Queue(a=1, b=2, c=5)
+    q.load("b", 1)
+    q.load("c", 3)
+    assert q.index.best(q.truth) == "a"
+    q.load("a", 1)
+    q.load("c", 0)
+    assert q.index.best(q.truth) == "c"
 
 
 def test_dispatch_never_exceeds_a_window() -> None:
-    d = QueueDispatcher()
-    assert d.choose([A, B], {"a": 1, "b": 2}) is None
-    assert d.choose([A, B], {"a": 1, "b": 1}) == B
+    q = Queue(a=1, b=2)
+    q.load("a", 1)
+    q.load("b", 2)
+    assert q.index.best(q.truth) is None
+    q.load("b", 1)
+    assert q.index.best(q.truth) == "b"
 
 
 def test_dispatch_breaks_ties_round_robin() -> None:
-    d = QueueDispatcher()
-    big = [Candidate("x", 9), Candidate("y", 9), Candidate("z", 9)]
-    chosen = [d.choose(big, {}).subid for _ in range(6)]  # type: ignore[union-attr]
+    q = Queue(x=9, y=9, z=9)
+    chosen = []
+    for _ in range(6):
+        subid = q.give()
+        assert subid is not None
+        chosen.append(subid)
+        q.load(subid, 0)  # acked at once: loads stay tied
     assert chosen == ["x", "y", "z", "x", "y", "z"]
 
 
 def test_returned_item_avoids_previous_holder_when_another_has_room() -> None:
-    d = QueueDispatcher()
-    assert d.choose([A, B], {}, avoid="a") == B
+    q = Queue(a=1, b=2)
+    assert q.index.best(q.truth, avoid="a") == "b"
     # nobody else has room: the same subscriber gets it again
-    assert d.choose([A, B], {"b": 2}, avoid="a") == A
+    q.load("b", 2)
+    assert q.index.best(q.truth, avoid="a") == "a"
+
+
+def test_a_departed_subscription_is_never_chosen_and_stale_entries_are_bounded() -> None:
+    q = Queue(**{f"s{n}": 3 for n in range(50)})
+    for _ in range(2000):
+        q.give()
+        for s in q.loads:
+            if q.loads[s] == 3:
+                q.load(s, 0)
+    del q.windows["s0"]  # gone: its entries are stale
+    assert all(q.give() != "s0" for _ in range(100))
+    assert len(q.index) <= 2 * 50 + 64 + 1
 
 
 def _item(locked_by: str | None = None, lock_jid: str | None = None) -> Item:

@@ -11,7 +11,7 @@ from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
 from xmpp_queue.core.effects import Effect, ItemNotice
 from xmpp_queue.core.errors import Forbidden, InvalidNodeConfig, NodeFull
 from xmpp_queue.core.limits import Limits, NodeQuotaExceeded, PublishRateExceeded
-from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.core.model import Affiliation, NewItem, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
@@ -137,7 +137,8 @@ async def test_a_queue_may_not_hold_more_than_the_service_allows(tight: PubSubSe
     with pytest.raises(InvalidNodeConfig):
         await tight.configure_node(OWNER, "q", {"pubsub#max_items": ["10"]})
     assert (await tight.get_config(OWNER, "q")).max_items == 2
-    await tight.create_node(OWNER, "news", {"pubsub#max_items": ["max"]})  # not a queue
+    # not a queue (BOB: OWNER's queue and its dead-letter node fill OWNER's quota of 2)
+    await tight.create_node(BOB, "news", {"pubsub#max_items": ["max"]})
 
 
 async def test_the_publish_rate_per_jid_refuses_past_the_burst_until_tokens_refill(
@@ -166,3 +167,109 @@ async def test_a_refused_publish_spends_no_token(tight: PubSubService) -> None:
             await tight.publish(PUB, "news", f"i{n}", "<p/>", 4)
     await tight.set_node_affiliations(OWNER, "news", [(PUB.bare, Affiliation.PUBLISHER)])
     await tight.publish(PUB, "news", "ok", "<p/>", 4)
+
+
+async def test_the_publish_rate_counts_items_so_batches_cannot_walk_past_it(
+    clock: FakeClock,
+) -> None:
+    """Issue 27: 30 batches of 1,000 in a few seconds were all accepted at 1,000/s with a
+    burst of 5,000. The bucket counts items: a batch of n needs n tokens."""
+    svc = await limited(clock, Limits(publish_rate=1000, publish_burst=5000))
+    try:
+        await svc.create_node(OWNER, "news", {"pubsub#max_items": ["max"]})
+        await svc.set_node_affiliations(OWNER, "news", [(PUB.bare, Affiliation.PUBLISHER)])
+        accepted = 0
+        for b in range(30):
+            batch = [NewItem(f"b{b}-{k}", "<p/>", 4) for k in range(1000)]
+            try:
+                await svc.publish_items(PUB, "news", batch)
+                accepted += len(batch)
+            except PublishRateExceeded as err:
+                assert err.retry_after > 0
+            clock.advance(0.1)  # 30 batches in 3 s
+        # burst 5,000 + 3 s x 1,000/s = 8,000 at most (the issue saw 30,000)
+        assert 5000 <= accepted <= 8000
+    finally:
+        await svc.stop()
+
+
+async def test_a_batch_larger_than_the_burst_passes_on_a_full_bucket_and_leaves_a_debt(
+    clock: FakeClock,
+) -> None:
+    svc = await limited(clock, Limits(publish_rate=10, publish_burst=5))
+    try:
+        await svc.create_node(OWNER, "news", {"pubsub#max_items": ["max"]})
+        await svc.set_node_affiliations(OWNER, "news", [(PUB.bare, Affiliation.PUBLISHER)])
+        await svc.publish_items(PUB, "news", [NewItem(f"i{k}", "<p/>", 4) for k in range(20)])
+        clock.advance(1.0)  # 10 tokens back: still 5 short of one
+        with pytest.raises(PublishRateExceeded) as err:
+            await svc.publish(PUB, "news", "next", "<p/>", 4)
+        assert err.value.retry_after == pytest.approx(0.6)  # -15 + 10 -> needs 6 more
+        clock.advance(0.6)
+        await svc.publish(PUB, "news", "next", "<p/>", 4)
+    finally:
+        await svc.stop()
+
+
+async def _dead_letter_one(svc: PubSubService, item_id: str) -> str:
+    """Publish one item to "jobs", have ALICE take it and dead-letter it; where it went."""
+    await svc.publish(OWNER, "jobs", item_id, "<p/>", 4)
+    await svc.dead_letter_now(ALICE, "jobs", item_id, "broken")
+    for node in await svc.list_nodes(OWNER):
+        if node.node_id != "jobs" and item_id in {
+            i.item_id for i in (await svc.get_items(OWNER, node.node_id)).items
+        }:
+            return node.node_id
+    raise AssertionError(f"{item_id} is nowhere")
+
+
+async def test_dead_letter_nodes_count_in_the_node_quota_so_renames_cannot_walk_past_it(
+    clock: FakeClock,
+) -> None:
+    """Issue 27: renaming pubsub#queue_dead_letter and dead-lettering made a new node
+    each time, past max_nodes_per_jid. Every node a JID causes counts: its queues'
+    dead-letter nodes, made or still to be made on first use."""
+    svc = await limited(clock, Limits(max_nodes_per_jid=3, publish_rate=0))
+    try:
+        await svc.create_node(OWNER, "jobs", {"pubsub#queue": ["1"]})  # + jobs/dead-letter
+        await svc.set_node_affiliations(OWNER, "jobs", [(ALICE.bare, Affiliation.MEMBER)])
+        await svc.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["5"]})
+        await svc.create_node(OWNER, "news", {})  # 3 of 3
+        with pytest.raises(NodeQuotaExceeded):
+            await svc.create_node(OWNER, "more", {})
+        assert await _dead_letter_one(svc, "a") == "jobs/dead-letter"  # reserved: made
+        with pytest.raises(NodeQuotaExceeded) as err:
+            await svc.configure_node(OWNER, "jobs", {"pubsub#queue_dead_letter": ["dl1"]})
+        assert err.value.dead_letter == "dl1"
+        assert (await svc.get_config(OWNER, "jobs")).queue_dead_letter in (None, "")
+        await svc.delete_node(OWNER, "news")  # room for one more
+        await svc.configure_node(OWNER, "jobs", {"pubsub#queue_dead_letter": ["dl1"]})
+        assert await _dead_letter_one(svc, "b") == "dl1"
+        with pytest.raises(NodeQuotaExceeded):
+            await svc.configure_node(OWNER, "jobs", {"pubsub#queue_dead_letter": ["dl2"]})
+        # naming a node that exists makes nothing new: allowed at the limit
+        await svc.configure_node(OWNER, "jobs", {"pubsub#queue_dead_letter": ["jobs/dead-letter"]})
+        assert await _dead_letter_one(svc, "c") == "jobs/dead-letter"
+        # unrelated changes at the limit are fine, and so is an admin's rename
+        await svc.configure_node(OWNER, "jobs", {"pubsub#title": ["Jobs"]})
+        await svc.configure_node(ADMIN, "jobs", {"pubsub#queue_dead_letter": ["dl3"]})
+        assert await _dead_letter_one(svc, "d") == "dl3"  # never dropped
+        assert len(await svc.list_nodes(OWNER)) == 4
+    finally:
+        await svc.stop()
+
+
+async def test_a_queue_needs_room_for_its_dead_letter_node_unless_it_names_an_existing_one(
+    clock: FakeClock,
+) -> None:
+    svc = await limited(clock, Limits(max_nodes_per_jid=2, publish_rate=0))
+    try:
+        await svc.create_node(OWNER, "shared-dead", {})
+        with pytest.raises(NodeQuotaExceeded) as err:
+            await svc.create_node(OWNER, "jobs", {"pubsub#queue": ["1"]})
+        assert err.value.dead_letter == "jobs/dead-letter"
+        await svc.create_node(
+            OWNER, "jobs", {"pubsub#queue": ["1"], "pubsub#queue_dead_letter": ["shared-dead"]}
+        )
+    finally:
+        await svc.stop()

@@ -44,6 +44,7 @@ from xmpp_queue.admin.errors import (
     forbidden,
     malformed_action,
     session_expired,
+    unavailable,
 )
 from xmpp_queue.admin.flow import RawSession, as_first_handler, collecting_effects
 from xmpp_queue.admin.node_levers import CreateNode, DeleteNode, PurgeQueue
@@ -55,7 +56,9 @@ from xmpp_queue.admin.queue_levers import (
 )
 from xmpp_queue.admin.views import QueueDetailsCommand, QueueOverview, ServiceStatusCommand
 from xmpp_queue.core.effects import Effect
+from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.core.service_access import ServiceAccessDenied
 
 __all__ = ["ADMIN_COMMANDS", "AdminCommandSet", "register_admin_commands"]
 
@@ -126,6 +129,7 @@ class AdminCommandSet:
         on_redrive: RedriveObserver | None = None,
     ) -> None:
         self.component = component
+        self.service = service
         self.jid = JID(component.boundjid.full)
         self.admins = frozenset(_bare(a) for a in admins)
         self._send_effects: EffectSender = send_effects or _component_sender(component)
@@ -163,7 +167,19 @@ class AdminCommandSet:
         )
 
     # --- disco ----------------------------------------------------------------------------
+    def _admit(self, ifrom: JID | None) -> None:
+        """These node handlers come before the glue's disco handler, which refuses
+        strangers (outside ``[access] users``): refuse them here the same way,
+        service-unavailable, so the command list does not answer them either."""
+        if ifrom is None or not JID(ifrom).full:
+            return  # slixmpp asking itself
+        try:
+            self.service.admit(Actor(JID(ifrom).full))
+        except ServiceAccessDenied:
+            raise unavailable(f"{JID(ifrom).bare} may not use this service") from None
+
     def _command_items(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoItems:
+        self._admit(ifrom)
         items = DiscoItems()
         items["node"] = COMMANDS_NS
         if self.is_admin(ifrom):
@@ -172,12 +188,14 @@ class AdminCommandSet:
         return items
 
     def _command_list_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
+        self._admit(ifrom)
         info = DiscoInfo()
         info.add_identity("automation", "command-list", name="Ad-Hoc Commands")
         info.add_feature(COMMANDS_NS)
         return info
 
     def _command_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
+        self._admit(ifrom)
         if not self.is_admin(ifrom):
             raise forbidden("this command is for the service's admins")
         info = DiscoInfo()

@@ -66,6 +66,11 @@ def forbidden(text: str) -> XMPPError:
     return _command_error("forbidden", "cancel", None, text)
 
 
+def unavailable(text: str) -> XMPPError:
+    """A stranger's disco of the command list or a command: as if nothing lived here."""
+    return _command_error("service-unavailable", "cancel", None, text)
+
+
 def _domain_text(exc: PubSubError) -> str:
     if isinstance(exc, InvalidNodeConfig):
         spec = config_field(exc.field)

@@ -63,6 +63,34 @@ def own_subscriptions(subs: list[Subscription], actor: Actor) -> list[Subscripti
     return [s for s in subs if jid_matches(s.jid, actor.jid)]
 
 
+async def own_subscriptions_on(tx: Transaction, node_id: str, actor: Actor) -> list[Subscription]:
+    """The subscriptions to *node_id* the actor may act for (:func:`jid_matches`): its
+    full JID's and its account's. Looked up by JID, so an ack or a publish costs what
+    the actor holds, not the number of the node's subscribers."""
+    subs = await tx.subscriptions.for_jid(actor.jid, node_id)
+    if actor.jid != actor.bare:
+        subs += await tx.subscriptions.for_jid(actor.bare, node_id)
+    return subs
+
+
+def visible(node: Node, affiliation: Affiliation) -> bool:
+    """Whether the node exists for this requester (disco#items, disco#info, reads).
+
+    XEP-0060 §5.1/§5.4 let a service hide a node from entities not allowed to
+    subscribe to it. A whitelisted node (every new queue) is listed and described
+    only to its affiliates (owner, publishers, publish-only, members; admins are
+    owners); outcasts see no node. Open and authorize nodes stay visible: anyone may
+    subscribe to the first and ask to subscribe to the second. Hidden nodes are
+    answered as absent (item-not-found), so their names, creator, title and
+    configuration do not leak to strangers of the node.
+    """
+    if affiliation is Affiliation.OUTCAST:
+        return False
+    if affiliation is not Affiliation.NONE:
+        return True
+    return node.config.access_model is not AccessModel.WHITELIST
+
+
 def check_access(
     node: Node, affiliation: Affiliation, action: Action, subs: list[Subscription]
 ) -> None:

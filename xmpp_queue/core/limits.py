@@ -6,12 +6,18 @@ whole service's throughput. Each limit is a guard that raises before anything is
 written, with an error that says which limit and how to get past it, and admins
 (and the service itself) are not bound by the per-JID ones.
 
-- ``max_nodes_per_jid``: nodes one bare JID created and that still exist
-  (``NodeQuotaExceeded``: not-allowed).
+- ``max_nodes_per_jid``: every node one bare JID causes and that still exists:
+  those it created, the dead-letter nodes made for its queues, and the dead-letter
+  nodes its queues name that do not exist yet (they are made on first use, when
+  nothing may be refused: an item past its limit is never dropped). So a queue
+  counts twice unless its ``pubsub#queue_dead_letter`` names an existing node, and
+  renaming that field cannot make nodes past the limit (``NodeQuotaExceeded``:
+  not-allowed, at create or configure time).
 - ``max_queue_items``: the ceiling of ``pubsub#max_items`` on queue nodes and the
   default of new queues; a queue past it refuses a publish (``NodeFull``:
   conflict + node-full, XEP-0060 §7.1.3 "Node is full"); nothing is dropped.
-- ``publish_rate`` / ``publish_burst``: a token bucket per bare JID
+- ``publish_rate`` / ``publish_burst``: a token bucket per bare JID that counts
+  items, not requests: a batch publish (XEP-0060 §13.11) of n items needs n tokens
   (``PublishRateExceeded``: wait + resource-constraint, so a client retries later).
 
 0 turns a limit off. The bucket lives in memory: a restart refills it, which
@@ -28,15 +34,21 @@ from xmpp_queue.core.model import NodeConfig
 
 
 class NodeQuotaExceeded(PubSubError):
-    """The requester already created as many nodes as one JID may."""
+    """The JID already holds (or its queues will create) as many nodes as one JID may."""
 
-    def __init__(self, jid: str, limit: int) -> None:
+    def __init__(self, jid: str, limit: int, dead_letter: str | None = None) -> None:
+        why = (
+            f" (a queue's dead-letter node {dead_letter!r} would be one more)"
+            if dead_letter
+            else ""
+        )
         super().__init__(
-            f"{jid} already created {limit} nodes, the most one JID may have; "
-            "delete one or ask an admin"
+            f"{jid} already has {limit} nodes, the most one JID may have, counting the "
+            f"dead-letter nodes its queues create{why}; delete one or ask an admin"
         )
         self.jid = jid
         self.limit = limit
+        self.dead_letter = dead_letter
 
 
 class PublishRateExceeded(PubSubError):
@@ -86,21 +98,30 @@ class PublishRateLimiter:
         elapsed = max(0.0, (now - at).total_seconds())
         return min(float(self.burst), tokens + elapsed * self.rate)
 
-    def check(self, jid: str, now: datetime) -> None:
-        """Raise if *jid* has no token now; take nothing (see :meth:`take`)."""
+    def check(self, jid: str, now: datetime, count: int = 1) -> None:
+        """Raise unless *jid* may publish *count* items now; take nothing (see :meth:`take`).
+
+        Items are counted, not requests: a batch of 1,000 needs 1,000 tokens, so
+        batching cannot walk past the rate. A batch larger than the whole bucket
+        needs a full bucket (it could never pass otherwise) and leaves a debt that
+        the refill pays back before the next publish: over time no JID gets more
+        than ``burst`` + ``rate`` x seconds items in.
+        """
         if not self.enabled:
             return
+        needed = float(min(max(count, 1), self.burst))
         level = self._level(jid, now)
-        if level < 1.0:
-            raise PublishRateExceeded(jid, self.rate, (1.0 - level) / self.rate)
+        if level < needed:
+            raise PublishRateExceeded(jid, self.rate, (needed - level) / self.rate)
 
     def take(self, jid: str, now: datetime, count: int = 1) -> None:
         """Spend a token per item (after the publish was accepted); a batch publish
-        spends one per item it stored."""
+        spends one per item it stored, the level going below zero when the batch
+        was larger than the bucket (a debt, see :meth:`check`)."""
         if not self.enabled:
             return
         level = self._level(jid, now)
-        self._buckets[jid] = (max(0.0, level - count), now)
+        self._buckets[jid] = (level - count, now)
         if len(self._buckets) > self.FORGET_AFTER:
             self._forget_full(now)
 

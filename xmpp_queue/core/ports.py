@@ -94,10 +94,16 @@ class SubscriptionRepository(Protocol):
         """Every subscription of a node, oldest first (dispatch's round-robin order)."""
 
     async def for_jid(self, jid: str, node_id: str | None = None) -> list[Subscription]:
-        """Subscriptions held by exactly this JID string (bare or full)."""
+        """Subscriptions held by exactly this JID string (bare or full), oldest first;
+        costs what the JID holds, not the number of subscriptions."""
 
     async def for_account(self, bare_jid: str) -> list[Subscription]:
         """Subscriptions of every JID with this bare JID, on every node."""
+
+    async def next_with_room(self, node_id: str, avoid: str | None = None) -> Subscription | None:
+        """The queue subscription the next item goes to (``core.queue.dispatch``'s
+        rule), not *avoid* while another has room; None when nobody has room.
+        O(log subscribers): dispatch asks it at the end of every queue operation."""
 
     async def count(self) -> int: ...
 

@@ -23,7 +23,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from xmpp_queue.core.access import check_access, check_id, own_subscriptions, require
+from xmpp_queue.core.access import (
+    check_access,
+    check_id,
+    own_subscriptions_on,
+    require,
+    visible,
+)
 from xmpp_queue.core.attributes import check_attributes
 from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
@@ -44,6 +50,7 @@ from xmpp_queue.core.errors import (
     ItemForbidden,
     ItemRequired,
     NodeExists,
+    NodeNotFound,
     NotSubscribed,
     PayloadRequired,
     PayloadTooBig,
@@ -76,6 +83,7 @@ from xmpp_queue.core.node_config import (
 from xmpp_queue.core.node_types import NodeTypes
 from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
+from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
 from xmpp_queue.core.service_admin import AdminLevers
 
@@ -138,14 +146,28 @@ class PubSubService:
         return SubscribeOptions(queue_requests=1 if queue else None, deliver=True, raw={})
 
     async def get_node(self, actor: Actor, node: str) -> Node:
+        """The node, or NodeNotFound also when it is hidden from *actor*
+        (``access.visible``: a whitelisted node for a non-affiliate)."""
         self._ctx.admit(actor)
-        return await self._ctx.read(lambda w: self._ctx.node(w, node))
+
+        async def op(w: Work) -> Node:
+            n = await self._ctx.node(w, node)
+            if not visible(n, await self._ctx.affiliation(w, node, actor)):
+                raise NodeNotFound(node)
+            return n
+
+        return await self._ctx.read(op)
 
     async def list_nodes(self, actor: Actor) -> list[Node]:
+        """Every node *actor* may see (``access.visible``)."""
         self._ctx.admit(actor)
 
         async def op(w: Work) -> list[Node]:
-            return await w.tx.nodes.all()
+            found = []
+            for n in await w.tx.nodes.all():
+                if visible(n, await self._ctx.affiliation(w, n.node_id, actor)):
+                    found.append(n)
+            return found
 
         return await self._ctx.read(op)
 
@@ -166,7 +188,7 @@ class PubSubService:
         async def op(w: Work) -> ItemPage:
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
+            subs = await own_subscriptions_on(w.tx, node, actor)
             check_access(n, aff, Action.RETRIEVE, subs)
             if subid is not None and not any(s.subid == subid for s in subs):
                 raise InvalidSubId()
@@ -231,7 +253,8 @@ class PubSubService:
         async def op(w: Work) -> str:
             if await w.tx.nodes.get(node_id) is not None:
                 raise NodeExists(node_id)
-            await self._check_node_quota(w, actor)
+            if not actor.system:
+                await self._check_node_quota(w, actor.bare, node_id, cfg)
             await w.tx.nodes.add(Node(node_id, cfg, w.now, actor.jid))
             if not actor.system:
                 await w.tx.affiliations.set(node_id, actor.bare, Affiliation.OWNER)
@@ -245,14 +268,30 @@ class PubSubService:
 
         return await self._ctx.run(op)
 
-    async def _check_node_quota(self, w: Work, actor: Actor) -> None:
-        """``[limits] max_nodes_per_jid``: nodes this bare JID created that still exist."""
+    async def _check_node_quota(
+        self, w: Work, account: str, node_id: str, config: NodeConfig | None
+    ) -> None:
+        """``[limits] max_nodes_per_jid``, counting every node *account* causes (see
+        ``core/limits.py``) once *node_id* is created or configured as *config*.
+
+        A configure is refused only when it raises the count past the limit, so a
+        JID over it (a lowered limit) may still change unrelated fields."""
         limit = self.settings.limits.max_nodes_per_jid
-        if limit <= 0 or self._ctx.is_admin(actor):
+        if limit <= 0 or account in self.settings.admins or not account:
             return
-        mine = sum(1 for n in await w.tx.nodes.all() if n.creator and bare(n.creator) == actor.bare)
-        if mine >= limit:
-            raise NodeQuotaExceeded(actor.bare, limit)
+        nodes = {n.node_id: n for n in await w.tx.nodes.all()}
+        mine = {i: n.config for i, n in nodes.items() if n.creator and bare(n.creator) == account}
+
+        def count(configs: dict[str, NodeConfig]) -> tuple[int, set[str]]:
+            planned = {dead_letter_node(i, c) for i, c in configs.items() if c.queue}
+            reserved = planned - nodes.keys() - configs.keys()
+            return len(configs) + len(reserved), reserved
+
+        before, reserved_before = count(mine)
+        after, reserved = count({**mine, node_id: config} if config is not None else mine)
+        if after > limit and after > before:
+            new = sorted(reserved - reserved_before)
+            raise NodeQuotaExceeded(account, limit, new[0] if new else None)
 
     async def get_config(self, actor: Actor, node: str) -> NodeConfig:
         self._ctx.admit(actor)
@@ -289,6 +328,10 @@ class PubSubService:
             after.validate(node, cfg)
             if after is not before:
                 await before.may_leave(w, n, cfg)
+            if not self._ctx.is_admin(actor):
+                # A new dead-letter name is a node this queue will create: the
+                # creator's quota must hold it (issue 27: renames made nodes past it).
+                await self._check_node_quota(w, bare(n.creator), node, cfg)
             await w.tx.nodes.update_config(node, cfg)
             if cfg.notify_config:
                 payload = cfg if cfg.deliver_payloads else None
@@ -437,8 +480,9 @@ class PubSubService:
         operation, so all are stored or none (the first refusal is the answer) and
         the answer comes after the one commit that holds them all.
 
-        Past the publisher's rate (``[limits] publish_rate``) the publish is refused
-        before anything is read; a token per item is spent once it is accepted."""
+        Past the publisher's rate (``[limits] publish_rate``, counted in items) the
+        publish is refused before anything is read; a token per item is spent once
+        it is accepted."""
         self._ctx.admit(actor)
         rate = self._ctx.publish_rate
         bound = not self._ctx.is_admin(actor)
@@ -452,10 +496,10 @@ class PubSubService:
 
         async def op(w: Work) -> list[str]:
             if bound:
-                rate.check(actor.bare, w.now)
+                rate.check(actor.bare, w.now, len(items))
             n = await self._ctx.node(w, node)
             aff = await self._ctx.affiliation(w, node, actor)
-            subs = own_subscriptions(await w.tx.subscriptions.for_node(node), actor)
+            subs = await own_subscriptions_on(w.tx, node, actor)
             subscribed = any(s.state is SubscriptionState.SUBSCRIBED for s in subs)
             if not may_publish(aff, n.config.publish_model, subscribed):
                 raise Forbidden("publish")

@@ -12,6 +12,9 @@ Routes:
 - ``POST /api/actions/{unlock|purge|redrive}``: admin actions, behind the token
   (``actions.py``); ``POST /api/token`` tells the page whether a token is right.
 
+Every request must name this listener in its Host header, and a POST from a
+browser must come from such an origin (``guard.py``: DNS rebinding).
+
 Why aiohttp on the same loop: the figures are service reads, which must run on
 the loop that owns the service; a thread or a second process would need its
 own copy of the state. The access log is off: a scraper every few seconds
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
@@ -31,6 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from xmpp_queue.core.errors import ItemNotFound, NodeNotFound, NotAQueue, PubSubError
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.http.actions import DashboardActions, Refused, check_token
+from xmpp_queue.http.guard import HostGuard
 from xmpp_queue.http.health import HealthChecks
 from xmpp_queue.http.metrics import QueueMetrics
 from xmpp_queue.http.queues import OverviewCache, queue_page, summary_json
@@ -66,6 +71,7 @@ class OpsServer:
         actions: DashboardActions,
         admin_token: str | None = None,
         jid: str = "",
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -75,13 +81,15 @@ class OpsServer:
         self.actions = actions
         self.jid = jid
         self._token = admin_token
+        self.guard = HostGuard(host, allowed_hosts)
         self.overview = OverviewCache(service)
         self.rates = RateHistory(metrics)
         self._runner: web.AppRunner | None = None
         self.app = self._build()
 
     def _build(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[_headers])
+        middlewares = [_headers, self.guard.middleware]  # the first is the outermost
+        app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
         r = app.router
         r.add_get("/metrics", self.get_metrics)
         r.add_get("/healthz", self.get_healthz)

@@ -373,8 +373,14 @@ class ChangeSet:
             if ns.sub_ids.get(subid) != was[1]:
                 resort.add(node_id)
             ns.subs[subid], ns.sub_ids[subid] = was
+            st.subscribers.index_sub(ns, was[0])
         for node_id in resort:
             st.nodes[node_id].subs_in_order()
+        for snap in self.nodes.values():
+            if snap is not None:
+                st.subscribers.index_node_subs(
+                    snap
+                )  # a node put back whole: find its subscriptions
         for (node_id, jid), aff in self.affiliations.items():
             ns = st.nodes.get(node_id)
             if ns is None:

@@ -219,6 +219,8 @@ class StateBuilder:
     def finish(self, seq_floor: int = 0, sub_id_floor: int = 0) -> MemoryState:
         """The state; new seqs and subscription ids start above every one seen
         and above the database's own counters (*seq_floor*, *sub_id_floor*)."""
+        for ns in self._state.nodes.values():
+            self._state.subscribers.index_node_subs(ns)
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state

@@ -31,7 +31,6 @@ from xmpp_queue.core.model import (
     NodeConfig,
     PageRequest,
     Subscription,
-    bare,
     copy_item,
     new_item,
 )
@@ -156,6 +155,7 @@ class SubscriptionsRepo:
         ns.subs[sub.subid] = sub
         ns.sub_ids[sub.subid] = self._s.next_sub_id
         self._s.next_sub_id += 1
+        self._s.subscribers.index_sub(ns, sub)
 
     async def update(self, subscription: Subscription) -> None:
         sub = _utc_subscription(subscription)
@@ -163,6 +163,7 @@ class SubscriptionsRepo:
         if ns is not None and sub.subid in ns.subs:
             self._c.touch_sub(sub.node, sub.subid)
             ns.subs[sub.subid] = sub
+            self._s.subscribers.index_sub(ns, sub)
 
     async def remove(self, node_id: str, subid: str) -> None:
         ns = self._s.nodes.get(node_id)
@@ -180,14 +181,14 @@ class SubscriptionsRepo:
         return list(ns.subs.values()) if ns is not None else []
 
     async def for_jid(self, jid: str, node_id: str | None = None) -> list[Subscription]:
-        if node_id is not None:
-            return [s for s in await self.for_node(node_id) if s.jid == jid]
-        found = [(i, s) for i, s in self._s.all_subscriptions() if s.jid == jid]
-        return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+        return self._s.subscribers.subs_of_jid(jid, node_id)
 
     async def for_account(self, bare_jid: str) -> list[Subscription]:
-        found = [(i, s) for i, s in self._s.all_subscriptions() if bare(s.jid) == bare_jid]
-        return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+        return self._s.subscribers.subs_of_account(bare_jid)
+
+    async def next_with_room(self, node_id: str, avoid: str | None = None) -> Subscription | None:
+        ns = self._s.nodes.get(node_id)
+        return self._s.subscribers.next_with_room(ns, avoid) if ns is not None else None
 
     async def count(self) -> int:
         return sum(len(ns.subs) for ns in self._s.nodes.values())
@@ -394,6 +395,7 @@ class ItemsRepo:
         if ns is None or item is None or item.locked_by is not None:
             return False
         new = with_lock(item, subid, jid, utc(now), utc(expires_at))
+        ns.queue.room.served(subid)  # round robin: behind its ties from now on
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, new)
         return True
@@ -426,9 +428,11 @@ class ItemsRepo:
 
     async def locked_by(self, node_id: str, subid: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)
-        if ns is None or subid not in ns.queue.loads:
+        held = ns.queue.held.get(subid) if ns is not None else None
+        if ns is None or not held:
             return []
-        return await self._warm(ns, [i for i in self._s.locked_items(ns) if i.locked_by == subid])
+        mine = sorted((ns.items[i] for i in held), key=lambda i: i.seq)
+        return await self._warm(ns, mine)
 
     async def locked(self, node_id: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)

@@ -5,8 +5,10 @@ the queue asks for on every operation, so that no read needs the database:
 
 - per node, ``items`` in publish (seq) order and a :class:`QueueIndex`: the
   ready items (unlocked, available) as a heap of seqs, the delayed ones (retry
-  back-off) as a heap of ``available_at``, the locked item ids and the lock
-  count per subid (``in_flight`` in O(subscribers));
+  back-off) as a heap of ``available_at``, the locked item ids, the lock count
+  and the locked item ids per subid (a departure releases what it holds without
+  a scan), and the ``RoomIndex`` dispatch asks who gets the next item;
+- store-wide, the subscriptions by JID (``subscribers.py``);
 - store-wide, one heap of lock deadlines (``expired_locks``/``next_deadline``
   without a scan) and the running seq and subscription-id counters.
 
@@ -38,7 +40,9 @@ from types import MappingProxyType
 from typing import Final
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.core.queue.dispatch import RoomIndex
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
+from xmpp_queue.storage.subscribers import SubscriberIndex
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
 """Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
@@ -151,6 +155,8 @@ class QueueIndex:
     delayed_live: int = 0
     locked: dict[str, None] = field(default_factory=dict)  # item ids, an ordered set
     loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
+    held: dict[str, dict[str, None]] = field(default_factory=dict)  # subid -> its item ids
+    room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
 
 
 @dataclass(slots=True)
@@ -241,6 +247,8 @@ class MemoryState:
         self.delayed_nodes: set[str] = set()
         self.next_seq = 1
         self.next_sub_id = 1
+        # Who holds which subscription, and who gets the next item (subscribers.py).
+        self.subscribers = SubscriberIndex(self.nodes)
 
     # --- the one way an item changes -------------------------------------------------
 
@@ -249,7 +257,7 @@ class MemoryState:
         items = ns.items
         old = items.get(item_id)
         if old is not None:
-            self._unindex(ns.queue, old)
+            self._unindex(ns, old)
         if new is None:
             if old is not None:
                 del items[item_id]
@@ -263,7 +271,9 @@ class MemoryState:
         if item.locked_by is not None:
             q.locked[item.item_id] = None
             q.loads[item.locked_by] = q.loads.get(item.locked_by, 0) + 1
+            q.held.setdefault(item.locked_by, {})[item.item_id] = None
             self.locked_total += 1
+            self.subscribers.offer_room(ns, item.locked_by)
             if item.lock_expires_at is not None:
                 self.push_deadline(item)
             return
@@ -278,15 +288,20 @@ class MemoryState:
             if len(q.delayed) > 2 * q.delayed_live + HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
-    def _unindex(self, q: QueueIndex, item: Item) -> None:
+    def _unindex(self, ns: NodeState, item: Item) -> None:
+        q = ns.queue
         if item.locked_by is not None:
             del q.locked[item.item_id]
             left = q.loads[item.locked_by] - 1
+            held = q.held[item.locked_by]
+            del held[item.item_id]
             if left:
                 q.loads[item.locked_by] = left
             else:
                 del q.loads[item.locked_by]
+                del q.held[item.locked_by]
             self.locked_total -= 1
+            self.subscribers.offer_room(ns, item.locked_by)
             return
         if item.expires_at is not None:
             self.expiring_total -= 1
@@ -318,6 +333,8 @@ class MemoryState:
         ns.items = {}
         ns.queue = QueueIndex()
         ns.ordered = True
+        for subid in ns.subs:
+            self.subscribers.offer_room(ns, subid)
 
     def drop_node(self, node_id: str) -> NodeState | None:
         ns = self.nodes.pop(node_id, None)

@@ -38,7 +38,7 @@ from xmpp_queue.core.effects import Effect, ItemNotice, Outcome
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.core.service_access import ServiceAccessDenied
-from xmpp_queue.xmpp import render, stanzas, wire_size
+from xmpp_queue.xmpp import log_redaction, render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.handlers import RequestRouter
 from xmpp_queue.xmpp.presence import PresenceTracker
@@ -47,6 +47,7 @@ from xmpp_queue.xmpp.scheduler import DeadlineScheduler
 from xmpp_queue.xmpp.transport import CoalescingTransport
 
 log = logging.getLogger("xmpp_queue.xmpp.component")
+log_redaction.install()  # no handshake digest in a DEBUG log (see the module)
 
 # Children that make a get/set IQ ours alone (see QueueComponent._spawn_event).
 _PUBSUB_CHILDREN = frozenset(

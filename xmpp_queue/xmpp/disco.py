@@ -137,6 +137,7 @@ class DiscoProvider:
                 for item in self._static.get_items(jid, None, None, None)["items"]:
                     items.add_item(*item)
                 return items
+            await self.service.get_node(actor, node)  # a hidden node is item-not-found
             page = await self.service.get_items(
                 actor, node, page=PageRequest(max=DISCO_ITEMS_LIMIT)
             )

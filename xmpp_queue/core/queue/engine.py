@@ -8,8 +8,9 @@ same transaction, and records the notifications to send after commit. An item
 past its delivery limit moves to the dead-letter node in one store operation
 (``items.move``), so it is always in exactly one place.
 
-In-memory state here is only a hint that may be lost on restart: the
-round-robin cursor per node and the previous holder of a returned item.
+In-memory state here is only a hint that may be lost on restart: the previous
+holder of a returned item (the round-robin order lives in the store's RoomIndex,
+as a hint too).
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from typing import TYPE_CHECKING
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
     must_dead_letter,
     retry_available_at,
 )
-from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
 from xmpp_queue.core.queue.notices import NoticeBatches
 
 if TYPE_CHECKING:
@@ -48,96 +48,85 @@ def key_of(item: Item) -> tuple[str, str]:
     return item.node, item.item_id
 
 
-def takes_work(sub: Subscription) -> bool:
-    """A subscription that can be handed items: subscribed, with a window, delivering."""
-    return (
-        sub.state is SubscriptionState.SUBSCRIBED
-        and sub.queue_requests is not None
-        and sub.options.get("pubsub#deliver", ("1",))[0] not in ("0", "false")
-    )
-
-
 class QueueEngine:
     def __init__(self, ctx: ServiceContext, arrived: Arrived) -> None:
         self._ctx = ctx
         self._arrived = arrived
-        self._dispatchers: dict[str, QueueDispatcher] = {}
         self._previous_holder: dict[tuple[str, str], str] = {}
 
     def forget_node(self, node_id: str) -> None:
-        self._dispatchers.pop(node_id, None)
         for key in [k for k in self._previous_holder if k[0] == node_id]:
             del self._previous_holder[key]
 
     async def dispatch(self, work: Work, node: Node) -> int:
         """Hand ready items to subscribers with room, FIFO. Returns how many went out.
 
-        Each item is chosen for its subscriber on its own (fewest in flight, round
-        robin), then a subscriber's items of this dispatch go out together, up to
+        Each item is chosen for its subscriber on its own (the store's RoomIndex:
+        fewest in flight, round robin, not the previous holder while another has
+        room), then a subscriber's items of this dispatch go out together, up to
         its ``pubsub#queue_max_batch`` per notification (default 1: one item per
         message, as XEP-0254 shows). Every item is locked, counted and ledgered on
-        its own; only the message is shared.
+        its own; only the message is shared. Costs O(log n) per item handed out,
+        and O(1) when nobody has room or nothing is ready: this runs at the end of
+        every operation on a queue.
         """
-        tx = work.tx
-        subs = [s for s in await tx.subscriptions.for_node(node.node_id) if takes_work(s)]
-        if not subs:
+        tx, node_id = work.tx, node.node_id
+        if await tx.subscriptions.next_with_room(node_id) is None:
             return 0
-        loads = await tx.items.in_flight(node.node_id)
-        room = sum(max(0, (s.queue_requests or 0) - loads.get(s.subid, 0)) for s in subs)
-        if room <= 0:
-            return 0
-        by_subid = {s.subid: s for s in subs}
-        candidates = [Candidate(s.subid, s.queue_requests or 0) for s in subs]
-        dispatcher = self._dispatchers.setdefault(node.node_id, QueueDispatcher())
-        batches = NoticeBatches(node.node_id, headline(node.config))
-        sent = 0
-        while room > 0:
-            ready = await tx.items.next_ready(node.node_id, work.now, room)
-            expired = full = False
+        batches = NoticeBatches(node_id, headline(node.config))
+        sent, chunk = 0, 8
+        while True:
+            ready = await tx.items.next_ready(node_id, work.now, chunk)
+            locked = 0
             for item in ready:
                 if item.expires_at is not None and item.expires_at <= work.now:
                     await self.expire_waiting(work, node, item)  # never handed out late
-                    expired = True
+                    locked += 1  # progress: it left the ready items
                     continue
-                key = (node.node_id, item.item_id)
-                chosen = dispatcher.choose(candidates, loads, avoid=self._previous_holder.get(key))
-                if chosen is None:
-                    full = True
-                    break
-                sub = by_subid[chosen.subid]
+                key = (node_id, item.item_id)
+                sub = await tx.subscriptions.next_with_room(node_id, self._previous_holder.get(key))
+                if sub is None:
+                    batches.flush(work.effects)
+                    return sent
                 expires = lock_deadline(node.config, work.now)
                 if not await tx.items.lock(
-                    node.node_id, item.item_id, sub.subid, sub.jid, work.now, expires
+                    node_id, item.item_id, sub.subid, sub.jid, work.now, expires
                 ):
                     continue
+                locked += 1
                 self._previous_holder.pop(key, None)
-                loads[sub.subid] = loads.get(sub.subid, 0) + 1
-                deliveries = item.deliveries + 1
-                tx.ledger.append(
-                    LedgerEvent(
-                        work.now,
-                        EventKind.DELIVERED,
-                        node.node_id,
-                        item.item_id,
-                        sub.jid,
-                        deliveries,
-                        item.payload_size,
-                    )
-                )
-                notice_item = NoticeItem(
-                    item.item_id,
-                    item.payload,
-                    self._ctx.shown_publisher(node, item.publisher),
-                    {**item.headers, "delivery-attempt": str(deliveries)},
-                )
-                batches.add(work.effects, sub, notice_item)
-                work.deadlines_changed = True
+                self._delivered(work, node, item, sub, batches)
                 sent += 1
-                room -= 1
-            if full or not expired:
-                break  # only expired items make room for another look
+            if len(ready) < chunk or not locked:
+                break
+            chunk = min(chunk * 4, 512)
         batches.flush(work.effects)
         return sent
+
+    def _delivered(
+        self, work: Work, node: Node, item: Item, sub: Subscription, batches: NoticeBatches
+    ) -> None:
+        """Ledger row and notice of one item just locked to *sub*."""
+        deliveries = item.deliveries + 1
+        work.tx.ledger.append(
+            LedgerEvent(
+                work.now,
+                EventKind.DELIVERED,
+                node.node_id,
+                item.item_id,
+                sub.jid,
+                deliveries,
+                item.payload_size,
+            )
+        )
+        notice_item = NoticeItem(
+            item.item_id,
+            item.payload,
+            self._ctx.shown_publisher(node, item.publisher),
+            {**item.headers, "delivery-attempt": str(deliveries)},
+        )
+        batches.add(work.effects, sub, notice_item)
+        work.deadlines_changed = True
 
     async def expire_waiting(self, work: Work, node: Node, item: Item) -> None:
         """A waiting item past its expiry: to the dead-letter node with reason
@@ -234,7 +223,9 @@ class QueueEngine:
             access_model=origin.config.access_model,
             itemreply=origin.config.itemreply,
         )
-        target = Node(node_id, config, work.now, "")
+        # Made for the queue's creator: it counts in their max_nodes_per_jid (reserved
+        # when the queue was created or renamed its dead-letter node, so never refused).
+        target = Node(node_id, config, work.now, origin.creator)
         await work.tx.nodes.add(target)
         for entry in await work.tx.affiliations.for_node(origin.node_id):
             if entry.affiliation is Affiliation.OWNER:

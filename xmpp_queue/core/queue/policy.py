@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from xmpp_queue.core.access import own_subscriptions
+from xmpp_queue.core.access import own_subscriptions_on
 from xmpp_queue.core.attributes import schedule
 from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
@@ -157,7 +157,7 @@ class QueuePolicy:
         actor: Actor,
         notify: bool | None,
     ) -> None:
-        subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
+        subs = await own_subscriptions_on(work.tx, node.node_id, actor)
         # XEP-0060 §4.1: publishers and owners retract any item, a publish-only
         # entity its own (withdrawing a job it sent; a holder is told).
         own = item is not None and bare(item.publisher) == actor.bare
@@ -226,7 +226,7 @@ class QueuePolicy:
     async def _held(self, work: Work, node: Node, actor: Actor, item_id: str, action: str) -> Item:
         """The item the actor holds, or the error of the documented order."""
         aff = await self._ctx.affiliation(work, node.node_id, actor)
-        subs = own_subscriptions(await work.tx.subscriptions.for_node(node.node_id), actor)
+        subs = await own_subscriptions_on(work.tx, node.node_id, actor)
         item = await work.tx.items.get(node.node_id, item_id)
         check_release(
             node.node_id,
