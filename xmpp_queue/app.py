@@ -42,6 +42,7 @@ from xmpp_queue.core.service import PubSubService, ServiceSettings
 
 if TYPE_CHECKING:
     from xmpp_queue.storage.lease import PostgresLease
+    from xmpp_queue.storage.write_health import WriteHealth
 
 log = logging.getLogger("xmpp_queue.app")
 
@@ -187,7 +188,8 @@ async def _serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    store: Store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    state_store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    store: Store = state_store
     metrics = _metrics(settings)
     observed = None
     if metrics is not None:
@@ -220,7 +222,13 @@ async def _serve_term(
         if observed is not None:
             try:
                 ops = await _start_http(
-                    settings, service, observed, metrics, component, send_effects
+                    settings,
+                    service,
+                    observed,
+                    metrics,
+                    component,
+                    send_effects,
+                    state_store.health,
                 )
             except OSError as exc:
                 assert settings.http is not None
@@ -270,6 +278,7 @@ async def _start_http(
     metrics: Any,
     component: Any,
     send_effects: Callable[[Any], Any],
+    writes: WriteHealth,
 ) -> Any:
     """Build and start the operations listener (metrics, probes, dashboard)."""
     from xmpp_queue.http.actions import DashboardActions
@@ -283,7 +292,7 @@ async def _start_http(
     health = HealthChecks(
         connected=lambda: metrics.is_connected,
         ping_database=lambda: store.ping(utc_now()),
-        last_commit_failed=lambda: metrics.last_commit_failed,
+        write_failure=lambda: None if writes.ok else writes.error,
     )
     actions = DashboardActions(service, send_effects, on_redrive=metrics.redrive_done)
     ops = OpsServer(
