@@ -198,6 +198,9 @@ async def _serve_term(
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
     if metrics is not None:
         service.on_batch_committed(metrics.batch_committed)  # batch sizes (observe.py)
+        from xmpp_queue.xmpp.refusals import REFUSALS
+
+        REFUSALS.on_refused = metrics.request_refused  # refusals by condition
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
     try:

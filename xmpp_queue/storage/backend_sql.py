@@ -472,7 +472,10 @@ class SqliteBackend:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-            raise FlushFailed(exc, maybe_committed=True) from exc
+            # A full disk refuses the commit's pages before any is written: surely
+            # not committed. Other errors (an fsync that failed) may have committed.
+            full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            raise FlushFailed(exc, maybe_committed=not full) from exc
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
         params = (node_id, json.dumps(item_ids))
