@@ -150,3 +150,33 @@ def test_the_first_retry_goes_at_once_then_jittered_backoff_up_to_its_cap() -> N
         delays = [policy.delay(n) for _ in range(200)]
         assert all(base / 2 <= d <= base for d in delays)
         assert max(delays) - min(delays) > base / 10, "jittered"
+
+
+async def test_ejabberds_forbidden_for_a_missing_service_is_not_taken_as_final() -> None:
+    """ejabberd answers "forbidden" for a component that is not connected: the ack is
+    sent again once the service answers; a forbidden the service itself repeats is final."""
+    link = ServiceLink()
+    forbidden = StanzaError("forbidden", "Access denied by service policy", "auth")
+
+    async def handler(job: Job) -> None:
+        return None
+
+    worker = worker_on([link], handler, reconnect=FAST, queue_requests=2)
+    await worker.start()
+    link.away = True
+    link.refuse["a"] = forbidden  # what ejabberd says while the component is gone
+
+    async def ejabberd_retract(node: str, item_id: str) -> None:
+        link.log.append(f"retract {item_id}")
+        if link.away or item_id == "b":
+            raise forbidden
+
+    link.retract = ejabberd_retract  # type: ignore[method-assign]
+    deliver(link, "a")
+    await until(lambda: link.pings >= 2)
+    link.away = False
+    await until(lambda: worker.stats.acked == 1)
+    deliver(link, "b")  # the service itself refuses: asked twice, then final
+    await until(lambda: worker.stats.lost == 1)
+    assert link.log.count("retract b") == 2
+    await worker.stop(grace=1)

@@ -11,7 +11,9 @@ answers it, with its own answer:
 - a refusal because the lock moved (``unexpected-request``, ``item-not-found``,
   ``conflict``, ``forbidden``): final, the job is simply not ours any more (if
   our first ack did commit before its answer was lost, this is what the second
-  one hears);
+  one hears). ``forbidden`` is also what ejabberd answers for a component that
+  is not connected: it is believed only once the service answers a ping and
+  says it again;
 - a transient error (the XMPP server answering for a missing component with
   ``remote-server-timeout`` / ``service-unavailable`` / ``recipient-unavailable``,
   the component's ``internal-server-error`` while its database is away) or no
@@ -51,6 +53,9 @@ TRANSIENT = frozenset(
         "resource-constraint",
     }
 )
+# Refusals an XMPP server also sends for a service that is not connected (ejabberd:
+# forbidden, "Access denied by service policy"): checked with a ping before believed.
+AMBIGUOUS = frozenset({"forbidden"})
 FIRST_RESEND_AFTER = 2.0  # no answer for this long: ask whether the service is there
 MAX_RESEND_AFTER = 30.0
 PROBE_TIMEOUT = 5.0
@@ -186,6 +191,7 @@ async def send_until_answered(session: Session, op: Op) -> None:
     watch = session.watch
     attempts: set[asyncio.Task[None]] = set()
     patience = FIRST_RESEND_AFTER
+    doubted = False  # an ambiguous refusal was already sent again once
     try:
         while True:
             await watch.ready()
@@ -198,7 +204,18 @@ async def send_until_answered(session: Session, op: Op) -> None:
                     attempts | {bump}, timeout=patience, return_when=asyncio.FIRST_COMPLETED
                 )
                 bump.cancel()
-                if _settled(done, attempts, watch) or changed.is_set():
+                try:
+                    if _settled(done, attempts, watch) or changed.is_set():
+                        break
+                except _Ambiguous as ambiguous:
+                    # ejabberd refuses a stanza for a missing component with the
+                    # same "forbidden" as the service's own. If the service does not
+                    # answer a ping, it was the server: wait for the service. If it
+                    # does, ask once more and take that answer.
+                    if await watch.check():
+                        if doubted:
+                            raise ambiguous.error from None
+                        doubted = True
                     break
                 if not done:  # silence: is the service there at all?
                     patience = min(patience * 2, MAX_RESEND_AFTER)
@@ -213,6 +230,14 @@ async def send_until_answered(session: Session, op: Op) -> None:
 
 class _Answered(Exception):
     """The request got its result (internal: ends the loop above)."""
+
+
+class _Ambiguous(Exception):
+    """A refusal that the XMPP server also gives for a missing service (internal)."""
+
+    def __init__(self, error: StanzaError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _settled(
@@ -234,6 +259,8 @@ def _settled(
         if transient(exc):
             watch.lost(str(exc))
             resend = True
+        elif isinstance(exc, StanzaError) and exc.condition in AMBIGUOUS:
+            raise _Ambiguous(exc)
         elif isinstance(exc, StanzaError):
             raise exc
         elif isinstance(exc, ConnectionLost | TimeoutError):
