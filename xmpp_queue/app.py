@@ -42,6 +42,7 @@ from xmpp_queue.core.service import PubSubService, ServiceSettings
 
 if TYPE_CHECKING:
     from xmpp_queue.storage.lease import PostgresLease
+    from xmpp_queue.storage.write_health import WriteHealth
 
 log = logging.getLogger("xmpp_queue.app")
 
@@ -190,7 +191,8 @@ async def _serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    store: Store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    state_store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    store: Store = state_store
     metrics = _metrics(settings)
     observed = None
     if metrics is not None:
@@ -199,6 +201,9 @@ async def _serve_term(
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
     if metrics is not None:
         service.on_batch_committed(metrics.batch_committed)  # batch sizes (observe.py)
+        from xmpp_queue.xmpp.refusals import REFUSALS
+
+        REFUSALS.on_refused = metrics.request_refused  # refusals by condition
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
     try:
@@ -228,7 +233,13 @@ async def _serve_term(
         if observed is not None:
             try:
                 ops = await _start_http(
-                    settings, service, observed, metrics, component, send_effects
+                    settings,
+                    service,
+                    observed,
+                    metrics,
+                    component,
+                    send_effects,
+                    state_store.health,
                 )
             except OSError as exc:
                 assert settings.http is not None
@@ -278,6 +289,7 @@ async def _start_http(
     metrics: Any,
     component: Any,
     send_effects: Callable[[Any], Any],
+    writes: WriteHealth,
 ) -> Any:
     """Build and start the operations listener (metrics, probes, dashboard)."""
     from xmpp_queue.http.actions import DashboardActions
@@ -291,7 +303,7 @@ async def _start_http(
     health = HealthChecks(
         connected=lambda: metrics.is_connected,
         ping_database=lambda: store.ping(utc_now()),
-        last_commit_failed=lambda: metrics.last_commit_failed,
+        write_failure=lambda: None if writes.ok else writes.error,
     )
     actions = DashboardActions(service, send_effects, on_redrive=metrics.redrive_done)
     ops = OpsServer(

@@ -35,6 +35,7 @@ class Ops:
     base: str
     clock: FakeClock
     sent: list[Effect] = field(default_factory=list)
+    store: StateStore | None = None
 
     async def get(self, path: str) -> tuple[int, str]:
         async with self.session.get(self.base + path) as r:
@@ -76,6 +77,8 @@ def build(
 @pytest.fixture
 async def ops(clock: FakeClock) -> AsyncIterator[Ops]:
     service, metrics, store = build(clock)
+    assert isinstance(store.inner, StateStore)
+    store_writes = store.inner.health
     await service.start()
     sent: list[Effect] = []
 
@@ -85,12 +88,13 @@ async def ops(clock: FakeClock) -> AsyncIterator[Ops]:
     health = HealthChecks(
         connected=lambda: metrics.is_connected,
         ping_database=lambda: store.ping(clock()),
-        last_commit_failed=lambda: metrics.last_commit_failed,
+        write_failure=lambda: None if store_writes.ok else store_writes.error,
     )
     actions = DashboardActions(service, send, on_redrive=metrics.redrive_done)
     server = OpsServer("127.0.0.1", 0, service, metrics, health, actions, TOKEN, "queue.test")
     host, port = await server.start()
     async with aiohttp.ClientSession() as session:
-        yield Ops(service, metrics, server, session, f"http://{host}:{port}", clock, sent)
+        base = f"http://{host}:{port}"
+        yield Ops(service, metrics, server, session, base, clock, sent, store.inner)
     await server.stop()
     await service.stop()

@@ -3,13 +3,16 @@ probes, the dashboard's JSON, the token guard and the actions."""
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.conftest import TOKEN, Ops
 from tests.unit.conftest import ALICE, BOB, OWNER, PUB
 from xmpp_queue.core.effects import ItemNotice, UnlockNotice
+from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.model import SYSTEM, Affiliation
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.storage.backend_memory import MemoryBackend
 
 
 async def _queue(svc: PubSubService, node: str = "jobs", **config: str) -> None:
@@ -85,9 +88,34 @@ async def test_probes(ops: Ops) -> None:
     ops.metrics.session_started()
     status, body = await ops.get("/readyz")
     assert status == 200, body
-    ops.metrics.commit_failed()
+
+
+async def test_readyz_stays_not_ready_after_a_failed_write_until_a_write_succeeds(
+    ops: Ops,
+) -> None:
+    """Issue 27 point 5: a full disk stays "not ready" although reads go through.
+    The memory backend fails writes on demand, as a full disk does; retry_for 0:
+    a disk that stays full (the store does not wait for it to heal)."""
+    ops.metrics.session_started()
+    await _queue(ops.service)
+    store = ops.store
+    assert store is not None
+    backend = store.backend
+    assert isinstance(backend, MemoryBackend)
+    store.health.retry_for = 0.0
+    backend.fail_next = 1_000
+    with pytest.raises(StorageUnavailable):
+        await ops.service.publish(PUB, "jobs", "i1", "<x/>", 4)
     status, body = await ops.get("/readyz")
-    assert status == 503 and "last commit failed" in body
+    assert status == 503 and "the last write failed" in body, body
+    # A read-only batch commits nothing: it must not make the write look healed.
+    assert (await ops.service.queue_details(SYSTEM, "jobs")) is not None
+    status, body = await ops.get("/readyz")
+    assert status == 503, body
+    backend.fail_next = 0
+    await ops.service.publish(PUB, "jobs", "i2", "<x/>", 4)
+    status, body = await ops.get("/readyz")
+    assert status == 200, body
 
 
 async def test_pages_and_json(ops: Ops) -> None:

@@ -104,3 +104,66 @@ async def test_worker_and_publisher_survive_a_server_restart_with_no_item_lost(
     finally:
         await asyncio.wait_for(worker.stop(grace=2), 20)
         await asyncio.wait_for(publisher.close(), 20)
+
+
+DOWN_FOR = 8.0  # long enough for the old back-off (0.5 s doubling) to reach 8 s gaps
+
+
+async def test_clients_are_back_within_seconds_of_the_server_s_return(
+    component: Any, accounts: Any
+) -> None:
+    """Issue 27 point 8: after an outage of several seconds, the component, a worker
+    and a publisher (default policies) are back within about a second or two of
+    Prosody's return: the first retry goes at once and the back-off stays small."""
+    server = PrivateProsody(COMPONENTS, dict.fromkeys(USERS, PASSWORD))
+    try:
+        server.start()
+    except ServerNotInstalled as exc:
+        missing(str(exc))
+    try:
+        await component(server=server)
+        node = unique("back")
+        handled: list[float] = []
+
+        async def handle(job: Job) -> None:
+            handled.append(asyncio.get_running_loop().time())
+
+        common: dict[str, Any] = {
+            "host": server.host,
+            "port": server.c2s_port,
+            "allow_plain": True,
+        }
+        publisher = Publisher(f"pub@{server.domain}", PASSWORD, accounts.component_jid, **common)
+        await publisher.connect()
+        await publisher.create_queue(node, members=[f"w1@{server.domain}"])
+        worker = Worker(
+            f"w1@{server.domain}",
+            PASSWORD,
+            accounts.component_jid,
+            node,
+            handle,
+            name="back-test",
+            **common,
+        )
+        await worker.start()
+        try:
+            await asyncio.to_thread(server.restart, DOWN_FOR)
+            loop = asyncio.get_running_loop()
+            returned = loop.time()
+            async with asyncio.timeout(30):
+                while worker.reconnects < 1 or publisher.reconnects < 1:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            clients_back = loop.time() - returned
+            await asyncio.wait_for(await publisher.submit(node, json_payload({"n": 1})), 30)
+            async with asyncio.timeout(30):
+                while not handled:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            work_back = handled[0] - returned
+            print(f"clients back {clients_back:.2f}s, work flowing {work_back:.2f}s after return")
+            assert clients_back < 2.5, f"clients back {clients_back:.1f}s after the return"
+            assert work_back < 3.5, f"work flowing {work_back:.1f}s after the return"
+        finally:
+            await asyncio.wait_for(worker.stop(grace=2), 20)
+            await asyncio.wait_for(publisher.close(), 20)
+    finally:
+        server.stop()

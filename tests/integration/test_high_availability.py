@@ -375,3 +375,54 @@ async def test_the_client_library_carries_on_across_a_takeover(
     finally:
         await asyncio.wait_for(worker.stop(grace=2), 20)
         await asyncio.wait_for(publisher.close(), 20)
+
+
+async def test_a_full_window_whose_acks_were_lost_in_a_takeover_gets_work_within_seconds(
+    cluster: Cluster, xmpp_server: object, accounts: object
+) -> None:
+    """Issue 27 point 3: the active process is killed while a worker's window is full
+    and its acks are on their way; the lock timeout is 300 s, so only acks sent again
+    to the new active process explain new work within seconds of the takeover."""
+    from xmpp_queue.client import Job, Worker, json_payload
+    from xmpp_queue.client import Publisher as ClientPublisher
+
+    cluster.add()
+    await cluster.wait_active()
+    await cluster.wait_standing_by(cluster.add())
+    node = unique("ha-acks")
+    window, items = 4, 12
+    gate = asyncio.Event()
+    handled: dict[int, float] = {}
+
+    async def handle(job: Job) -> None:
+        await gate.wait()
+        handled.setdefault(job.json()["n"], time.monotonic())
+
+    common = {"host": xmpp_server.host, "port": xmpp_server.c2s_port, "allow_plain": True}  # type: ignore[attr-defined]
+    domain = xmpp_server.domain  # type: ignore[attr-defined]
+    jid = accounts.component_jid  # type: ignore[attr-defined]
+    publisher = ClientPublisher(f"pub@{domain}", "pass", jid, **common)
+    await publisher.connect()
+    await publisher.create_queue(node, lock_timeout=300, members=[f"w1@{domain}"])
+    worker = Worker(
+        f"w1@{domain}", "pass", jid, node, handle, queue_requests=window, name="ha-acks", **common
+    )
+    await worker.start()
+    try:
+        ids = [await publisher.submit(node, json_payload({"n": n})) for n in range(items)]
+        await asyncio.wait_for(asyncio.gather(*ids), 30)
+        await wait_until(lambda: worker.in_flight == window, 30, "a full window")
+        active = await cluster.wait_active()
+        gate.set()  # the acks race the kill
+        await asyncio.sleep(0)
+        cluster.kill(active)
+        await cluster.wait_active()
+        took_over = time.monotonic()
+        await wait_until(lambda: len(handled) == items, 60, "every item handled")
+        after = sorted(handled.values())[window] - took_over
+        print(f"new work {after:.2f}s after the takeover")
+        assert after < 15, f"new work {after:.1f}s after the takeover (lock timeout 300 s)"
+        assert cluster.takeovers() == 1
+    finally:
+        await asyncio.wait_for(worker.stop(grace=2), 20)
+        await asyncio.wait_for(publisher.close(), 20)

@@ -302,3 +302,11 @@ def assert_same_xml(actual: ET.Element, expected: str) -> None:
     assert _canon(actual) == _canon(wrapped), (
         f"\nactual:   {ET.tostring(actual).decode()}\nexpected: {ET.tostring(wrapped).decode()}"
     )
+
+
+@pytest.fixture(autouse=True)
+def fresh_refusal_log() -> None:
+    """The refusal log is one per process: give each test its own budget of lines."""
+    from xmpp_queue.xmpp.refusals import REFUSALS
+
+    REFUSALS.clear()

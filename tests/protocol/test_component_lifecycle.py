@@ -95,7 +95,9 @@ async def service() -> AsyncIterator[PubSubService]:
 @pytest.fixture
 def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(component_module, "INITIAL_BACKOFF", 0.01)
-    monkeypatch.setattr(component_module, "MAX_BACKOFF", 0.02)
+    monkeypatch.setattr(component_module, "MAX_REPLACED_BACKOFF", 0.02)
+    monkeypatch.setattr(component_module, "RETRY_FIRST", 0.01)
+    monkeypatch.setattr(component_module, "RETRY_MAX", 0.02)
 
 
 async def test_xep_0114_wrong_secret_raises_handshake_rejected_without_retry(
@@ -186,3 +188,12 @@ async def test_a_debug_log_never_holds_the_handshake_digest(
     assert digest in sent  # the server still gets it
     assert "<handshake" in caplog.text and "[redacted]" in caplog.text
     assert digest not in caplog.text
+
+
+def test_reconnect_retries_at_once_then_jittered_backoff_capped_near_a_second() -> None:
+    """Issue 27 point 8: back within about a second of the server's return."""
+    assert component_module.retry_delay(0) == 0.0
+    for attempt, base in [(1, 0.25), (2, 0.5), (3, 1.0), (20, 1.0)]:
+        delays = [component_module.retry_delay(attempt) for _ in range(200)]
+        assert all(base / 2 <= d <= base for d in delays)
+        assert len(set(delays)) > 1, "jittered"

@@ -300,6 +300,7 @@ async def test_a_failed_write_rolls_memory_back_and_reports_an_outage(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await StateStore.open(sqlite_url)
+    store.health.retry_for = 0.0  # a disk that stays broken: no repeat
     try:
         await _committed_node(store)
         before = await view(store)
@@ -390,6 +391,7 @@ async def test_a_failed_commit_fails_every_operation_of_its_batch(
     try:
         owner = Actor("owner@example.org/x")
         await service.create_node(owner, "q", {"pubsub#queue": ["1"]})
+        store.health.retry_for = 0.0  # a failure that lasts: the batch is not repeated
         real = SqliteBackend._write
         failures = [1]
 
@@ -864,3 +866,78 @@ async def test_a_commit_cancelled_mid_write_is_not_abandoned(
         check_indexes(store.state)
     finally:
         await store.close()
+
+
+async def test_a_lost_connection_is_an_outage_the_batch_is_written_again_one_log_line(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 point 3: an outage whose write surely did not commit is repeated (on
+    a new connection), so no operation of the batch fails; the log says it once."""
+    store = await StateStore.open(sqlite_url)
+    service = PubSubService(
+        store,
+        lambda: T0,
+        lambda: uuid.uuid4().hex,
+        ServiceSettings(access=ServiceAccess.for_domain("example.org")),
+    )
+    await service.start()
+    try:
+        owner = Actor("owner@example.org/x")
+        await service.create_node(owner, "q", {"pubsub#queue": ["1"]})
+        real = SqliteBackend._write
+        failures = [1, 2, 3]
+
+        def flaky(self: SqliteBackend, plan: Any) -> None:
+            if failures:
+                failures.pop()
+                raise FlushFailed(sqlite3.OperationalError("disk I/O error"), False)
+            real(self, plan)
+
+        monkeypatch.setattr(SqliteBackend, "_write", flaky)
+        with caplog.at_level("INFO", "xmpp_queue"):
+            results = await asyncio.gather(
+                *(service.publish(owner, "q", f"i{n}", "<x/>", 4) for n in range(5))
+            )
+        assert [r.value for r in results] == [f"i{n}" for n in range(5)]
+        lines = [r.getMessage() for r in caplog.records]
+        assert sum("event=database_unavailable" in m for m in lines) == 1, lines
+        assert sum("event=database_back" in m for m in lines) == 1, lines
+        assert not any("commit_failed" in m for m in lines), lines
+        assert store.health.ok
+        async with store.transaction() as tx:
+            assert sorted(await tx.items.oldest_ids("q", 9)) == [f"i{n}" for n in range(5)]
+    finally:
+        await service.stop()
+        await store.close()
+
+
+def test_asyncpg_and_wrapped_connection_errors_are_outages() -> None:
+    """Issue 27 point 5: what asyncpg raises after pg_terminate_backend, bare or
+    wrapped by SQLAlchemy, is a lost connection; a refused statement is not."""
+    import asyncpg
+    from sqlalchemy.exc import DBAPIError, IntegrityError
+
+    from xmpp_queue.storage.backend_sql import _postgres_outage
+
+    lost = [
+        asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator"),
+        asyncpg.exceptions.ConnectionDoesNotExistError(
+            "connection was closed in the middle of operation"
+        ),
+        asyncpg.exceptions.InterfaceError("connection is closed"),
+        asyncpg.exceptions.InternalClientError("cannot switch to state 15"),
+        ConnectionResetError(),
+    ]
+    for exc in lost:
+        assert _postgres_outage(exc), exc
+        wrapped = DBAPIError("COMMIT", None, exc, connection_invalidated=False)
+        assert _postgres_outage(wrapped), wrapped
+        chained = RuntimeError("while committing")
+        chained.__cause__ = exc
+        assert _postgres_outage(chained)
+    assert _postgres_outage(
+        DBAPIError("SELECT 1", None, Exception("x"), connection_invalidated=True)
+    )
+    refused = asyncpg.exceptions.UniqueViolationError("duplicate key")
+    assert not _postgres_outage(refused)
+    assert not _postgres_outage(IntegrityError("INSERT", None, refused))

@@ -202,6 +202,7 @@ async def test_a_failed_commit_fails_every_operation_and_restores_memory(
     backend = service.store.backend  # type: ignore[attr-defined]
     assert isinstance(backend, MemoryBackend)
     backend.fail_next = 1
+    service.store.health.retry_for = 0.0  # type: ignore[attr-defined]  # a failure that lasts
     results = await asyncio.gather(
         *(service.publish(PUB, "jobs", f"i{n}", "<x/>", 4) for n in range(4)),
         return_exceptions=True,

@@ -131,6 +131,7 @@ async def test_a_failed_commit_reports_no_events(clock: FakeClock) -> None:
         await _queue(svc)
         before = len(rec.kinds())
         inner.backend.fail_next = 1  # type: ignore[attr-defined]  # the next write fails
+        inner.health.retry_for = 0.0  # and is not repeated (a failure that lasts)
         with pytest.raises(StorageUnavailable):
             await svc.publish(PUB, "jobs", "a", "<x/>", 4)
         assert rec.failures >= 1

@@ -13,6 +13,10 @@ explicit: after ``give_up_after`` seconds without a stream, or at once when the
 server refuses the login (a wrong password does not get better by retrying),
 every waiter gets the same :class:`ConnectionLost` / :class:`AuthenticationFailed`.
 
+While the stream stays up the *service* may still go away (the component
+restarts, a standby takes over): :attr:`Session.watch` notices it from the
+answers and :mod:`.resend` sends a worker's lock requests again once it is back.
+
 The first login is not retried: a wrong host, port or password at start-up is
 a configuration error and must say so at once.
 """
@@ -22,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from xmpp_queue.client.errors import (
     AuthenticationFailed,
@@ -33,33 +37,39 @@ from xmpp_queue.client.errors import (
     StanzaError,
 )
 from xmpp_queue.client.link import PubSubLink
+from xmpp_queue.client.resend import ServiceWatch
 
 log = logging.getLogger("xmpp_queue.client")
 
 
 @dataclass(frozen=True, slots=True)
 class ReconnectPolicy:
-    """When and how long to keep trying after the stream closed.
+    """When and how long to keep trying after the stream closed (or the service
+    stopped answering).
 
-    Delays grow from *first_delay* by *factor* up to *max_delay*, with ±20 %
-    jitter so a fleet of workers does not log in all in the same instant after a
-    server restart. *give_up_after* (seconds without a stream; None = never)
-    ends the session with :class:`ConnectionLost`.
+    The first retry goes at once (most outages are a restart: the server is
+    often back by then). After that, delays grow from *first_delay* by *factor*
+    up to *max_delay*, each drawn between half and all of that value (jitter),
+    so a fleet of workers does not log in all in the same instant. The small
+    cap is the point: a client notices the server's return within about a
+    second however long the outage was, and an attempt against a server that is
+    down costs a refused TCP connect. *give_up_after* (seconds without a
+    stream; None = never) ends the session with :class:`ConnectionLost`.
     """
 
-    first_delay: float = 0.5
+    first_delay: float = 0.25
     factor: float = 2.0
-    max_delay: float = 30.0
+    max_delay: float = 1.0
     give_up_after: float | None = None
 
     def delay(self, failed_attempts: int) -> float:
-        """Seconds before attempt *failed_attempts* + 1 (0 → first_delay)."""
-        base = min(self.max_delay, self.first_delay * self.factor**failed_attempts)
-        return base * random.uniform(0.8, 1.2)
+        """Seconds before attempt *failed_attempts* + 1: 0 for the first retry, then
+        ``first_delay * factor ** (n - 1)`` capped at *max_delay*, times 0.5-1.0."""
+        if failed_attempts <= 0:
+            return 0.0
+        base = min(self.max_delay, self.first_delay * self.factor ** (failed_attempts - 1))
+        return base * random.uniform(0.5, 1.0)
 
-
-T = TypeVar("T")
-RESEND_ATTEMPTS = 3
 
 LinkOpener = Callable[[], Awaitable[PubSubLink]]
 Reconnected = Callable[[PubSubLink], Awaitable[None]]
@@ -92,6 +102,7 @@ class Session:
         self._task: asyncio.Task[None] | None = None
         self._resuming = False
         self._gave_up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.watch = ServiceWatch(self, policy or ReconnectPolicy())
 
     @property
     def connected(self) -> bool:
@@ -183,6 +194,7 @@ class Session:
                 continue
             self.reconnects += 1
             log.info("event=reconnected client=%s attempts=%d", self.name, attempt)
+            self.watch.answered()
             self._adopt(link)
             await self._resume(link)
             return
@@ -259,60 +271,19 @@ class Session:
         """A future of the next link (failed when the session gives up)."""
         return asyncio.ensure_future(self.link_up())
 
-    async def call_with_link(self, op: Callable[[PubSubLink], Awaitable[T]]) -> T:
-        """Run ``op(link)``; if the stream closes under it, once more on the next link.
-
-        For acks, nacks and extensions: at worst the repeat finds its work done
-        (``item-not-found``), which the caller already treats as "not ours any more".
-        """
-        for _ in range(RESEND_ATTEMPTS - 1):
-            link = await self.link_up()
-            try:
-                return await op(link)
-            except ConnectionLost:
-                continue
-        return await op(await self.link_up())
-
     async def close(self) -> None:
         """Stop reconnecting; the owner closes the link itself (it knows the order)."""
         self._closing = True
+        self.watch.close()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     def abort(self) -> None:
         self._closing = True
+        self.watch.close()
         if self._task is not None:
             self._task.cancel()
         if self.link is not None:
             self.link.kill()
         self.link = None
-
-
-class SessionOps:
-    """A worker's queue requests over a :class:`Session`: each waits for a stream
-    and is sent once more if the stream closes under it."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    async def retract(self, node: str, item_id: str) -> None:
-        await self.session.call_with_link(lambda link: link.retract(node, item_id))
-
-    async def unlock(self, node: str, item_id: str) -> None:
-        await self.session.call_with_link(lambda link: link.unlock(node, item_id))
-
-    async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
-        await self.session.call_with_link(lambda link: link.retract_items(node, item_ids))
-
-    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
-        await self.session.call_with_link(lambda link: link.unlock_items(node, item_ids))
-
-    async def extend(self, node: str, item_id: str, seconds: int) -> None:
-        await self.session.call_with_link(lambda link: link.extend(node, item_id, seconds))
-
-    async def unlock_later(self, node: str, item_id: str, delay: int) -> None:
-        await self.session.call_with_link(lambda link: link.unlock_later(node, item_id, delay))
-
-    async def dead_letter(self, node: str, item_id: str, reason: str) -> None:
-        await self.session.call_with_link(lambda link: link.dead_letter(node, item_id, reason))

@@ -30,6 +30,11 @@ the new stream. Then it drops its old subscription, lets the jobs it still
 holds finish (so it never holds more than ``queue_requests``), and subscribes
 again. Delivery stays at-least-once: an item whose ack was lost with the stream
 comes back (to this worker or another) once its lock ends.
+
+The stream may also stay up while the service goes away (a component restart,
+an HA take-over): acks, nacks and extensions that get no answer, or a
+transient error, are sent again as soon as the service answers (:mod:`.resend`),
+so the locks they release do not wait for their timeout.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ from xmpp_queue.client.acks import BatchingOps
 from xmpp_queue.client.errors import ClientError, StanzaError
 from xmpp_queue.client.jobs import Handler, JobRunner, QueueOps, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
-from xmpp_queue.client.session import ReconnectPolicy, Session, SessionOps
+from xmpp_queue.client.resend import SessionOps
+from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
 
 log = logging.getLogger("xmpp_queue.client")
@@ -74,8 +80,9 @@ class Worker:
     that finish together go out in one request each (:mod:`.acks`). Each item is
     still its own job with its own lock; 1 (the default) is plain XEP-0254.
 
-    *reconnect* (a :class:`ReconnectPolicy`, the default: forever, backoff up to
-    30 s) or None (a lost stream ends :meth:`run` with ``ConnectionLost``).
+    *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first
+    retry at once, then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`
+    with ``ConnectionLost``).
 
     *handler* must be ``async def`` (see :func:`~xmpp_queue.client.in_thread`
     for blocking code); anything else is refused here with a ``TypeError``.
@@ -184,6 +191,9 @@ class Worker:
             on_failed=self._on_session_failed,
         )
         self._session = session
+        # The component may have restarted: tell it again that we are here (presence
+        # ties our locks to this stream, and a new process has not heard it).
+        session.watch.on_back = lambda link: link.send_presence()
         ops: QueueOps = SessionOps(session)
         if self.max_batch > 1:
             ops = BatchingOps(SessionOps(session), self.max_batch)
@@ -234,6 +244,7 @@ class Worker:
         if runner.held:
             log.info("event=resume_waits worker=%s held=%d", self.name, runner.held)
             await runner.idle()
+            await asyncio.sleep(0)  # the acks just released write themselves first
         if self.stopping or not link.connected:
             return
         await self._subscribe(link)

@@ -18,7 +18,9 @@ changes (state and ledger rows) are undone and its effects are dropped; the
 caller gets the exception and the rest of the batch commits. This is enforced
 by the store, not by the order of lines in the service. A commit that fails
 (disk full, database gone) fails every operation of the batch: the store has
-put memory back to the last commit, and no caller is told it succeeded.
+put memory back to the last commit, and no caller is told it succeeded. (A
+lost database connection is retried below us: the store writes the batch again
+on a new connection when the database surely did not commit it.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from xmpp_queue.core.effects import Effect
-from xmpp_queue.core.errors import PubSubError
+from xmpp_queue.core.errors import PubSubError, StorageUnavailable
 from xmpp_queue.core.ports import Clock, Store, Transaction
 
 T = TypeVar("T")
@@ -129,7 +131,10 @@ class CommitBatcher:
         try:
             deadline = await self._attempt(batch)
         except Exception as exc:
-            log.error("event=commit_failed operations=%d error=%s", len(batch), type(exc).__name__)
+            if not isinstance(exc, StorageUnavailable):  # the store logs each outage once
+                log.error(
+                    "event=commit_failed operations=%d error=%s", len(batch), type(exc).__name__
+                )
             for p in batch:
                 p.error = exc
             deadline = _UNCHANGED

@@ -2,9 +2,14 @@
 
 Why two: *alive* (the process answers HTTP, its event loop turns) is what a
 supervisor restarts on; *ready* (connected to the XMPP server, the database
-answers, the last commit did not fail) is what a balancer or an alarm routes
-and pages on. A component that lost its XMPP server is alive (it reconnects on
-its own) but not ready: restarting it would not help.
+answers, writes go through) is what a balancer or an alarm routes and pages
+on. A component that lost its XMPP server is alive (it reconnects on its own)
+but not ready: restarting it would not help.
+
+Write health is the store's own record (``storage/write_health.py``): not
+ready from the moment a write fails until a later write commits. A request
+that only reads never reaches the database, and a ping is a read: neither
+says the disk takes writes, so neither makes a failed write look healed.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ class HealthChecks:
         self,
         connected: Callable[[], bool],
         ping_database: Callable[[], Awaitable[None]],
-        last_commit_failed: Callable[[], bool],
+        write_failure: Callable[[], str | None],
         timeout: float = PROBE_TIMEOUT,
     ) -> None:
         self._connected = connected
         self._ping = ping_database
-        self._last_commit_failed = last_commit_failed
+        self._write_failure = write_failure  # None while writes go through
         self._timeout = timeout
 
     async def readiness(self) -> Readiness:
@@ -48,8 +53,9 @@ class HealthChecks:
         return Readiness(all(v == "ok" for v in checks.values()), checks)
 
     async def _database(self) -> str:
-        if self._last_commit_failed():
-            return "the last commit failed"
+        failure = self._write_failure()
+        if failure is not None:
+            return f"the last write failed and none has succeeded since ({failure[:200]})"
         try:
             await asyncio.wait_for(self._ping(), self._timeout)
         except TimeoutError:

@@ -200,6 +200,12 @@ class QueueMetrics:
         self.commit_failures = Counter(
             f"{PREFIX}_commit_failures", "Commits that raised (the batch is retried)", registry=r
         )
+        self.refused = Counter(
+            f"{PREFIX}_requests_refused",
+            "Requests answered with an error, by XMPP condition (logged sparingly)",
+            ["condition"],
+            registry=r,
+        )
         self.batch_operations = Histogram(
             f"{PREFIX}_commit_batch_operations",
             "Operations per committed batch (group commit)",
@@ -253,6 +259,9 @@ class QueueMetrics:
     def commit_failed(self) -> None:
         self.last_commit_failed = True
         self.commit_failures.inc()
+
+    def request_refused(self, condition: str) -> None:
+        self.refused.labels(condition).inc()
 
     def batch_committed(self, operations: int) -> None:
         self.batch_operations.observe(operations)

@@ -4,8 +4,9 @@ Routes:
 
 - ``GET /metrics``: Prometheus text (``metrics.py``).
 - ``GET /healthz``: 200 while the process and its event loop answer.
-- ``GET /readyz``: 200 when connected to the XMPP server and the database
-  answers, else 503; the body names each check (``health.py``).
+- ``GET /readyz``: 200 when connected to the XMPP server, the database answers
+  and writes go through (the store's write health), else 503; the body names
+  each check (``health.py``).
 - ``GET /``, ``GET /queue?node=N``: the dashboard (static files that poll the
   JSON below).
 - ``GET /api/queues``, ``GET /api/queue?node=N``: the figures as JSON.

@@ -27,6 +27,7 @@ import atexit
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -154,10 +155,11 @@ class PrivateProsody(ServerLifecycle):
             self.workdir = None
             self._registered = False
 
-    def restart(self) -> None:
+    def restart(self, down_for: float = 0.0) -> None:
         """Stop the process and start it again on the same ports, with the same
         accounts: what an operator's ``systemctl restart prosody`` does to clients
-        (their streams close; they must reconnect)."""
+        (their streams close; they must reconnect). *down_for*: seconds between
+        the stop and the start (an outage, not just a restart)."""
         prosody = shutil.which("prosody")
         if prosody is None or self.workdir is None:
             raise ServerError("PrivateProsody.restart() needs a started server")
@@ -169,6 +171,7 @@ class PrivateProsody(ServerLifecycle):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        time.sleep(down_for)
         self._launch(prosody)
         if not self._wait_ready():
             raise ServerError(f"Prosody did not restart{self._failure_detail()}")

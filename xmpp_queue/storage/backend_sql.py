@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,6 +50,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect, Engine, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
@@ -503,7 +504,10 @@ class SqliteBackend:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-            raise FlushFailed(exc, maybe_committed=True) from exc
+            # A full disk refuses the commit's pages before any is written: surely
+            # not committed. Other errors (an fsync that failed) may have committed.
+            full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            raise FlushFailed(exc, maybe_committed=not full) from exc
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
         params = (node_id, json.dumps(item_ids))
@@ -542,17 +546,35 @@ class SqliteBackend:
 # --- PostgreSQL ---------------------------------------------------------------------------
 
 
+_POSTGRES_LOST = (
+    OSError,
+    TimeoutError,
+    ConnectionError,
+    asyncpg.exceptions.PostgresConnectionError,  # ConnectionDoesNotExistError ...
+    asyncpg.exceptions.InterfaceError,  # "connection is closed"
+    asyncpg.exceptions.InternalClientError,  # a protocol left mid-call by a killed peer
+    asyncpg.exceptions.OperatorInterventionError,  # AdminShutdownError: pg_terminate_backend
+)
+
+
 def _postgres_outage(exc: BaseException) -> bool:
-    return isinstance(
-        exc,
-        OSError
-        | TimeoutError
-        | ConnectionError
-        | asyncpg.exceptions.PostgresConnectionError
-        | asyncpg.exceptions.ConnectionDoesNotExistError
-        | asyncpg.exceptions.InterfaceError
-        | asyncpg.exceptions.OperatorInterventionError,
-    )
+    """Whether *exc* means the database or our connection to it is gone (rather
+    than a refused statement). Looks through wrappers: SQLAlchemy's ``DBAPIError``
+    (``.orig``, ``connection_invalidated``) and exception chains."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, _POSTGRES_LOST):
+            return True
+        if isinstance(e, DBAPIError) and e.connection_invalidated:
+            return True
+        orig = getattr(e, "orig", None)
+        todo += [orig if isinstance(orig, BaseException) else None, e.__cause__, e.__context__]
+    return False
 
 
 class PostgresBackend:
@@ -567,32 +589,59 @@ class PostgresBackend:
         self.fence = fence  # high availability: every commit checks our lease token
         self._seq_reserved = 0
         self._sub_id_reserved = 0
+        # One connection carries one call at a time: a read (payloads, ledger) must
+        # not interleave with a commit, nor with setting up a new connection.
+        self._busy = asyncio.Lock()
 
     async def _connection(self) -> asyncpg.Connection:
+        """The open connection, or a new one (the caller holds ``_busy``)."""
         if self._conn is None or self._conn.is_closed():
+            self._conn = None
             try:
-                self._conn = await asyncpg.connect(self._dsn)
+                conn = await asyncpg.connect(self._dsn)
                 if self.fence is not None:
                     # A commit holds the lease row (the fencing check) until it ends. If
                     # this process froze mid-commit (SIGSTOP, a stalled VM), the server
                     # ends that transaction, releasing the row for a standby, before
                     # the lease term is over.
-                    await self._conn.execute(
+                    await conn.execute(
                         "SET idle_in_transaction_session_timeout = "
                         f"{int(self.fence.idle_limit * 1000)}"
                     )
             except Exception as exc:
                 raise _translate(exc, _postgres_outage) from exc
+            self._conn = conn
         return self._conn
 
+    async def _read(self, query: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run a read; after a lost connection once more on a new one (a read is
+        always safe to repeat)."""
+        async with self._busy:
+            for attempt in (1, 2):
+                conn = await self._connection()
+                try:
+                    return await query(conn)
+                except Exception as exc:
+                    lost = self._lost(exc)
+                    if lost is exc or attempt == 2:
+                        raise lost from exc
+        raise AssertionError("unreachable")
+
     def _lost(self, exc: BaseException) -> BaseException:
+        """*exc* as the store sees it; an outage also drops the connection (the next
+        call opens a new one)."""
         translated = _translate(exc, _postgres_outage)
-        if translated is not exc and self._conn is not None:
+        outage = isinstance(translated, StorageUnavailable)
+        if outage and not isinstance(translated, NotActive) and self._conn is not None:
             self._conn.terminate()
             self._conn = None
         return translated
 
     async def load(self) -> MemoryState:
+        async with self._busy:
+            return await self._load()
+
+    async def _load(self) -> MemoryState:
         conn = await self._connection()
         builder = StateBuilder(_postgres_when)
         try:
@@ -623,15 +672,27 @@ class PostgresBackend:
         return state
 
     async def write(self, flush: Flush) -> None:
+        async with self._busy:
+            await self._write(flush)
+
+    async def _write(self, flush: Flush) -> None:
         plan = write_plan(flush, POSTGRES, _same_time)
-        conn = await self._connection()
+        try:
+            conn = await self._connection()
+        except StorageUnavailable as exc:
+            raise FlushFailed(exc, maybe_committed=False) from exc
         transaction = conn.transaction()
         try:
             await transaction.start()
+            # The transaction's id lets a COMMIT whose answer was lost be looked up.
             if self.fence is not None:
-                status = await conn.execute(FENCE_CHECK, self.fence.name, self.fence.token)
-                if status != "UPDATE 1":
+                xid = await conn.fetchval(
+                    FENCE_CHECK + " RETURNING txid_current()", self.fence.name, self.fence.token
+                )
+                if xid is None:
                     raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+            else:
+                xid = await conn.fetchval("SELECT txid_current()")
             for sql, rows in plan:
                 await conn.executemany(sql, rows)
             await self._reserve(conn, flush)
@@ -648,10 +709,34 @@ class PostgresBackend:
                 except Exception:
                     pass
             raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
+        if conn.is_closed():  # lost before COMMIT was sent: certainly not committed
+            closed = StorageUnavailable("database unavailable: connection closed before COMMIT")
+            raise FlushFailed(self._lost(closed), maybe_committed=False)
         try:
             await transaction.commit()
         except BaseException as exc:
-            raise FlushFailed(self._lost(exc), maybe_committed=True) from exc
+            lost = self._lost(exc)
+            outcome = await self._outcome(xid) if lost is not exc else None
+            if outcome == "committed":
+                log.info("event=commit_confirmed xid=%d after=%s", xid, type(exc).__name__)
+                return
+            raise FlushFailed(lost, maybe_committed=outcome != "aborted") from exc
+
+    async def _outcome(self, xid: int) -> str | None:
+        """Whether transaction *xid* committed ("committed" / "aborted"), asked on a
+        new connection after the old one died in its COMMIT; None if that cannot be
+        learnt now. A killed session's transaction is "in progress" until the server
+        has rolled it back: asked again for a moment."""
+        try:
+            conn = await self._connection()
+            for _ in range(40):
+                status = await conn.fetchval("SELECT txid_status($1)", xid)
+                if status != "in progress":
+                    return str(status) if status else None
+                await asyncio.sleep(0.05)
+        except Exception as exc:
+            self._lost(exc)
+        return None
 
     async def _reserve(self, conn: asyncpg.Connection, flush: Flush) -> None:
         """Keep the serial sequences ahead of the ids handed out in memory, so a
@@ -668,29 +753,20 @@ class PostgresBackend:
             self._sub_id_reserved = target
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
-        conn = await self._connection()
-        try:
-            rows = await conn.fetch(POSTGRES.payloads, node_id, item_ids)
-        except Exception as exc:
-            raise self._lost(exc) from exc
+        rows = await self._read(lambda conn: conn.fetch(POSTGRES.payloads, node_id, item_ids))
         return {r[0]: r[1] for r in rows}
 
     async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
-        conn = await self._connection()
-        try:
-            return int(await conn.fetchval(POSTGRES.ledger_count, node_id, kind.value, since))
-        except Exception as exc:
-            raise self._lost(exc) from exc
+        value = await self._read(
+            lambda conn: conn.fetchval(POSTGRES.ledger_count, node_id, kind.value, since)
+        )
+        return int(value)
 
     async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
-        conn = await self._connection()
-        try:
-            if node_id is None:
-                rows = await conn.fetch(POSTGRES.ledger_all)
-            else:
-                rows = await conn.fetch(POSTGRES.ledger_for_node, node_id)
-        except Exception as exc:
-            raise self._lost(exc) from exc
+        if node_id is None:
+            rows = await self._read(lambda conn: conn.fetch(POSTGRES.ledger_all))
+        else:
+            rows = await self._read(lambda conn: conn.fetch(POSTGRES.ledger_for_node, node_id))
         return [_event(r, _postgres_when) for r in rows]
 
     async def close(self) -> None:

@@ -59,6 +59,17 @@ def this_process() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# What a call on an asyncpg connection raises when the database or the connection
+# fails (a connection killed mid-call leaves InterfaceError / InternalClientError).
+DATABASE_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+
 def asyncpg_dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -172,7 +183,7 @@ class PostgresLease:
         while not stop.is_set():
             try:
                 token = await asyncio.wait_for(self.try_acquire(), self.ttl)
-            except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("event=lease_unreachable name=%s error=%s", self.name, _short(exc))
                 self._drop_connection()
                 token = None
@@ -220,7 +231,7 @@ class PostgresLease:
                 await asyncio.wait_for(self.renew(), interval)
             except LeaseLost:
                 raise
-            except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            except DATABASE_ERRORS as exc:
                 self._drop_connection()
                 log.warning("event=lease_renewal_failed name=%s error=%s", self.name, _short(exc))
             if time.monotonic() - self._confirmed_at >= self.ttl * 0.8:
@@ -230,11 +241,12 @@ class PostgresLease:
     async def release(self) -> None:
         """Give the lease up at once (a clean stop), so a standby need not wait."""
         token, self.token = self.token, None
-        if token is None or self._conn is None:
+        if token is None:
             return
-        try:
-            await self._conn.execute(_RELEASE, self.name, token)
-        except (OSError, asyncpg.PostgresError) as exc:
+        try:  # on a new connection if the old one was killed: a standby need not wait
+            conn = await self._connection()
+            await conn.execute(_RELEASE, self.name, token)
+        except DATABASE_ERRORS as exc:
             log.warning("event=lease_release_failed name=%s error=%s", self.name, _short(exc))
 
     async def close(self) -> None:
@@ -244,7 +256,7 @@ class PostgresLease:
         try:
             await self._conn.execute(_LEAVE, self.name, self.holder)
             await self._conn.close(timeout=2)
-        except (OSError, asyncpg.PostgresError, TimeoutError):
+        except DATABASE_ERRORS:
             self._conn.terminate()
         self._conn = None
 

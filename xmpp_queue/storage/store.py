@@ -85,6 +85,7 @@ from xmpp_queue.storage.repositories import (
     SubscriptionsRepo,
 )
 from xmpp_queue.storage.state import MemoryState
+from xmpp_queue.storage.write_health import WriteHealth
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -139,6 +140,7 @@ class StateStore:
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
         self._closed = False
+        self.health = WriteHealth()
 
     @classmethod
     async def open(cls, url: str | URL | None, fence: Fence | None = None) -> StateStore:
@@ -192,7 +194,28 @@ class StateStore:
                 tx.rollback()  # whatever was not committed (nothing, after a commit)
 
     async def write(self, flush: Flush, changes: ChangeSet) -> None:
-        """Write *flush* (the plan of *changes*); roll memory back if it fails."""
+        """Write *flush* (the plan of *changes*); roll memory back if it fails.
+
+        A write the database surely did not commit (the connection was lost
+        before COMMIT) is written again on a new connection for up to
+        ``OUTAGE_RETRY_FOR`` seconds from the start of the outage, so a dropped
+        connection costs the batch in flight some latency and nobody an error.
+        A failure of the COMMIT itself is not retried (the database may hold it:
+        reload, see the module docstring)."""
+        while True:
+            try:
+                await self._write_once(flush, changes)
+            except _Retry:
+                await asyncio.sleep(self.health.retry_delay())
+                continue
+            break
+        self.health.written()
+        changes.clear()
+        if self.backend.keeps_payloads:
+            self._state.cool(flush.item_upserts)
+        self._note_finished(flush)
+
+    async def _write_once(self, flush: Flush, changes: ChangeSet) -> None:
         writing = asyncio.ensure_future(self.backend.write(flush))
         self._writing = writing
         try:
@@ -200,6 +223,8 @@ class StateStore:
             # still commit, or memory and database would part ways unseen.
             await asyncio.shield(writing)
         except FlushFailed as failed:
+            if self.health.failed(failed.error, failed.maybe_committed):
+                raise _Retry from None
             changes.rollback()
             if failed.maybe_committed:
                 self._reload = True
@@ -212,10 +237,6 @@ class StateStore:
         finally:
             if writing.done():
                 self._writing = None
-        changes.clear()
-        if self.backend.keeps_payloads:
-            self._state.cool(flush.item_upserts)
-        self._note_finished(flush)
 
     def _note_finished(self, flush: Flush) -> None:
         """Committed acks and retracts enter their node's dedup window."""
@@ -248,6 +269,10 @@ class StateStore:
                 except BaseException:
                     pass
             await self.backend.close()
+
+
+class _Retry(Exception):
+    """The write failed in a way that is safe and worth repeating (internal)."""
 
 
 def _conforms(store: StateStore) -> Store:

@@ -6,8 +6,10 @@ SHIM, ad-hoc commands for the admin helper), the request table
 timer, and the connection lifecycle:
 
 - ``run()`` connects and keeps the component connected: a dropped connection
-  (server restart) is retried with exponential back-off, 0.5 s doubling to 30 s,
-  keeping every piece of state; a handshake the server refuses (wrong secret,
+  (server restart) is retried at once, then with jittered back-off from 0.25 s
+  doubling to 1 s (back within about a second of the server's return), keeping
+  every piece of state; a stream taken over by another process (``REPLACED``)
+  backs off from 0.5 s doubling to 30 s; a handshake the server refuses (wrong secret,
   unknown component name) is logged once and raised as :class:`HandshakeRejected`,
   without retrying, because retrying cannot fix configuration.
 - ``stop()`` closes the stream and makes ``run()`` return.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +61,21 @@ _PUBSUB_CHILDREN = frozenset(
 )
 
 COMMANDS = "http://jabber.org/protocol/commands"
-INITIAL_BACKOFF = 0.5
-MAX_BACKOFF = 30.0
+INITIAL_BACKOFF = 0.5  # after another process took our name (REPLACED): doubling ...
+MAX_REPLACED_BACKOFF = 30.0  # ... to this
+RETRY_FIRST = 0.25  # after a lost or failed connection: at once, then this doubling ...
+RETRY_MAX = 1.0  # ... to this, each drawn between half and all of it
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds before reconnect attempt *attempt* (0: the first, at once). The cap is
+    small so the component is back within about a second of the server's return; an
+    attempt against a server that is down is one refused TCP connect."""
+    if attempt <= 0:
+        return 0.0
+    return min(RETRY_MAX, RETRY_FIRST * 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
 PLUGINS = (
     "xep_0030",  # service discovery
     "xep_0004",  # data forms
@@ -234,7 +250,8 @@ class QueueComponent(ComponentXMPP):
     async def run(self) -> None:
         """Connect and stay connected until :meth:`stop`; see the module docstring."""
         self._stop_requested = asyncio.Event()
-        delay = INITIAL_BACKOFF
+        attempt = 0  # failed connects since the last good session
+        replaced_delay = INITIAL_BACKOFF
         while not self._stop_requested.is_set():
             end = await self._connect_once()
             if self._stop_requested.is_set() or end is _SessionEnd.STOPPED:
@@ -254,8 +271,14 @@ class QueueComponent(ComponentXMPP):
                     f"{self.server_host}:{self.server_port} rejected component "
                     f"{self.boundjid.bare} ({condition}); {hint}"
                 )
-            if end is _SessionEnd.LOST:
-                delay = INITIAL_BACKOFF
+            if end is _SessionEnd.REPLACED:
+                delay = replaced_delay
+                replaced_delay = min(replaced_delay * 2, MAX_REPLACED_BACKOFF)
+            else:  # the server went away: be back within about a second of its return
+                if end is _SessionEnd.LOST:
+                    attempt, replaced_delay = 0, INITIAL_BACKOFF
+                delay = retry_delay(attempt)
+                attempt += 1
             log.warning(
                 "event=reconnect_scheduled jid=%s reason=%s in=%.1fs",
                 self.boundjid.bare,
@@ -266,7 +289,6 @@ class QueueComponent(ComponentXMPP):
                 await asyncio.wait_for(self._stop_requested.wait(), delay)
             except TimeoutError:
                 pass
-            delay = min(delay * 2, MAX_BACKOFF)
         log.info("event=component_stopped jid=%s", self.boundjid.bare)
 
     async def _connect_once(self) -> _SessionEnd:

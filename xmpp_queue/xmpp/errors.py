@@ -30,7 +30,8 @@ Choices where the specs leave room:
 Anything not in the table (a bug, a driver error that escaped storage) becomes
 internal-server-error, type wait, with a neutral text and one logged traceback;
 never slixmpp's default "Slixmpp got into trouble" reply. Refusals of a client's
-request are logged as one key=value INFO line, without a stack trace.
+request are counted by condition and logged as key=value INFO lines without a
+stack trace, at most one per JID a minute (``refusals.py``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ from xmpp_queue.core.errors import (
 from xmpp_queue.core.limits import NodeQuotaExceeded, PublishRateExceeded
 from xmpp_queue.core.service_access import ServiceAccessDenied
 from xmpp_queue.xmpp import forms
+from xmpp_queue.xmpp.refusals import REFUSALS
 from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_ERRORS
 
 log = logging.getLogger("xmpp_queue.xmpp.errors")
@@ -209,14 +211,17 @@ def reply_for_exception(iq: Iq, exc: BaseException, verb: str = "") -> Iq:
             exc_info=exc,
         )
         return internal_error_reply(iq)
-    log.info(
+    sender = str(iq["from"])
+    REFUSALS.note(
+        sender,
         "event=request_refused verb=%s from=%s id=%s error=%s condition=%s text=%r",
         verb or "-",
-        iq["from"],
+        sender,
         iq["id"],
         type(exc).__name__,
         row.pubsub or row.condition,
         str(exc),
+        condition=row.condition,
     )
     if isinstance(exc, QueueConfigurationRequired):
         return configuration_required_reply(iq, exc, row)
@@ -269,11 +274,13 @@ def as_xmpp_error(exc: BaseException, verb: str = "") -> XMPPError:
             "event=request_failed verb=%s error=%s", verb or "-", type(exc).__name__, exc_info=exc
         )
         return XMPPError("internal-server-error", INTERNAL_ERROR_TEXT, "wait")
-    log.info(
+    REFUSALS.note(
+        "-",  # slixmpp's own paths do not pass the sender: one budget for them all
         "event=request_refused verb=%s error=%s condition=%s",
         verb or "-",
         type(exc).__name__,
         row.pubsub or row.condition,
+        condition=row.condition,
     )
     return XMPPError(
         cast(Any, row.condition),
