@@ -117,3 +117,22 @@ async def test_bad_headers_are_refused_and_store_nothing(
     assert error_of(reply) == error
     assert out == []
     assert (await stream.service.get_items(SYSTEM, "jobs")).items == ()
+
+
+async def test_a_truncation_tells_the_subscribers_how_much_went(stream: Stream) -> None:
+    from tests.protocol.conftest import publish, subscribe_worker
+
+    await make_queue(stream, pubsub__max_items="2", pubsub__queue_overflow="drop-oldest")
+    await subscribe_worker(stream, ALICE, 1)
+    await publish(stream, "jobs", "a")  # held by alice
+    await publish(stream, "jobs", "b")  # waits
+    reply, out = await publish(stream, "jobs", "c")
+    assert reply.get("type") == "result"
+    (msg,) = messages(out)
+    truncated = msg.find(".//{urn:xmpp-queue:0}truncated")
+    assert truncated is not None and truncated.get("items") == "1"
+    assert int(truncated.get("bytes", "0")) > 0
+    shim = {h.get("name"): h.text for h in msg.iter(f"{{{SHIM}}}header")}
+    assert shim["reason"] == "truncated"
+    ids = [i.item_id for i in (await stream.service.get_items(SYSTEM, "jobs")).items]
+    assert ids == ["a", "c"]

@@ -180,9 +180,16 @@ class QueueMachine(RuleBasedStateMachine):
         window=st.sampled_from([0, 60]),
         expire_action=st.sampled_from(["dead-letter", "drop"]),
         age=st.sampled_from([0, 40]),
+        overflow=st.sampled_from(["refuse", "drop-oldest"]),
     )
     def make_queue(
-        self, max_items: str, max_deliveries: str, window: int, expire_action: str, age: int
+        self,
+        max_items: str,
+        max_deliveries: str,
+        window: int,
+        expire_action: str,
+        age: int,
+        overflow: str,
     ) -> None:
         self.window, self.age = window, age
         config = {
@@ -193,6 +200,7 @@ class QueueMachine(RuleBasedStateMachine):
             "pubsub#queue_dedup_window": [str(window)],
             "pubsub#queue_expire_action": [expire_action],
             "pubsub#queue_priority_age": [str(age)],
+            "pubsub#queue_overflow": [overflow],
         }
         self.run(self.service.create_node(OWNER, QUEUE, config))
         # A new queue is whitelisted: the owner names its publisher and workers.
@@ -447,11 +455,28 @@ class QueueMachine(RuleBasedStateMachine):
         self.dispatch_never_overfills_a_window(self.last)
         self.no_ready_item_waits_while_a_subscriber_has_room(self.last)
         self.attributes_travel_with_items(self.last)
+        self.only_waiting_items_are_dropped(self.last)
         self.nothing_is_delivered_outside_its_time(self.last)
         self.no_repeat_inside_the_dedup_window(self.last)
         if self.single_step and before is not None:
             self.more_urgent_first(before, self.last)
         self.single_step = False
+
+    def only_waiting_items_are_dropped(self, state: tuple[Any, ...]) -> None:
+        """A truncation or an expiry drops an item no worker holds."""
+        _, _, _, _, ledger = state
+        held: set[str] = set()
+        for event in ledger:
+            if event.node != QUEUE:
+                continue
+            if event.kind is EventKind.DELIVERED:
+                held.add(event.item_id)
+            elif event.kind in {EventKind.UNLOCKED, EventKind.EXPIRED} or event.kind in GONE:
+                if event.kind is EventKind.DROPPED:
+                    assert event.item_id not in held, (event.item_id, "dropped while held")
+                held.discard(event.item_id)
+            elif event.kind is EventKind.DEAD_LETTERED:
+                held.discard(event.item_id)
 
     def attributes_travel_with_items(self, state: tuple[Any, ...]) -> None:
         _, items, _, _, _ = state

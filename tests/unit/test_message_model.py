@@ -372,3 +372,61 @@ async def _drain(plan: list[tuple[str | None, int]], age: int, window: int) -> N
             order += nxt
     assert waiting == []
     await service.stop()
+
+
+# --- 4b. truncation (max_items / max_bytes, refuse or drop the oldest) -----------------
+
+
+async def test_a_full_queue_refuses_by_default_also_by_bytes(service: PubSubService) -> None:
+    from xmpp_queue.core.errors import NodeFull
+
+    await queue(service, max_bytes="10")
+    await service.publish(PUB, "jobs", "a", "<j>1</j>", 8)
+    with pytest.raises(NodeFull, match="pubsub#max_bytes"):
+        await service.publish(PUB, "jobs", "b", "<j>2</j>", 8)
+    assert [i.item_id for i in (await service.get_items(OWNER, "jobs")).items] == ["a"]
+
+
+async def test_drop_oldest_makes_room_and_tells_every_subscriber(
+    service: PubSubService,
+) -> None:
+    from xmpp_queue.core.effects import TruncateNotice
+
+    await queue(service, max_items="3", queue_overflow="drop-oldest")
+    await worker(service, 1)  # holds "a": never dropped
+    for item_id in ("a", "b", "c"):
+        await service.publish(PUB, "jobs", item_id, "<j/>", 4)
+    out = await service.publish(PUB, "jobs", "d", "<j/>", 4)
+    left = [i.item_id for i in (await service.get_items(OWNER, "jobs")).items]
+    assert left == ["a", "c", "d"]  # b was the oldest waiting one
+    assert [e for e in out.effects if isinstance(e, TruncateNotice)] == [
+        TruncateNotice(ALICE.jid, "jobs", 1, 4)
+    ]
+    assert await ledger(service, EventKind.DROPPED) == ["b"]
+
+
+async def test_drop_oldest_by_bytes_drops_as_many_as_needed(service: PubSubService) -> None:
+    await queue(service, max_bytes="20", queue_overflow="drop-oldest")
+    for item_id in ("a", "b"):
+        await service.publish(PUB, "jobs", item_id, "<j>12</j>", 9)
+    await service.publish(PUB, "jobs", "big", "<j>" + "x" * 11 + "</j>", 18)
+    assert [i.item_id for i in (await service.get_items(OWNER, "jobs")).items] == ["big"]
+    assert await ledger(service, EventKind.DROPPED) == ["a", "b"]
+
+
+async def test_drop_oldest_never_drops_what_a_worker_holds(service: PubSubService) -> None:
+    from xmpp_queue.core.errors import NodeFull
+
+    await queue(service, max_items="1", queue_overflow="drop-oldest")
+    await worker(service, 1)
+    await service.publish(PUB, "jobs", "held", "<j/>", 4)
+    with pytest.raises(NodeFull, match="being worked on"):
+        await service.publish(PUB, "jobs", "new", "<j/>", 4)
+    assert await ledger(service, EventKind.DROPPED) == []
+
+
+async def test_a_leaf_keeps_its_newest_items_within_max_bytes(service: PubSubService) -> None:
+    await service.create_node(OWNER, "news", {"pubsub#max_bytes": ["10"]})
+    for item_id in ("a", "b", "c"):
+        await service.publish(OWNER, "news", item_id, "<p>1</p>", 4)
+    assert [i.item_id for i in (await service.get_items(OWNER, "news")).items] == ["b", "c"]

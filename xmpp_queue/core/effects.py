@@ -75,6 +75,19 @@ class UnlockNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class TruncateNotice:
+    """A queue dropped its oldest waiting items to make room (``pubsub#queue_overflow``
+    drop-oldest): how many and how many payload bytes, so a subscriber knows that
+    part of the backlog is gone (the truncation event of Pub/Sub's 2015 design)."""
+
+    to: str
+    node: str
+    items: int
+    payload_bytes: int
+    headline: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class PurgeNotice:
     to: str
     node: str
@@ -127,6 +140,7 @@ Effect = (
     ItemNotice
     | RetractNotice
     | UnlockNotice
+    | TruncateNotice
     | PurgeNotice
     | DeleteNotice
     | ConfigNotice

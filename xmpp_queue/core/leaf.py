@@ -109,12 +109,20 @@ class LeafPolicy:
         await self._tell(work, node, notice)
 
     async def _trim(self, work: Work, node: Node) -> None:
-        if node.config.max_items is None:
-            return
-        overflow = await work.tx.items.count(node.node_id) - node.config.max_items
-        if overflow > 0:
-            for old in await work.tx.items.oldest_ids(node.node_id, overflow):
-                await work.tx.items.remove(node.node_id, old)
+        """A leaf keeps its newest items: the oldest go past ``max_items`` or
+        ``max_bytes`` (XEP-0060's persistence of the last N items)."""
+        items, node_id, cfg = work.tx.items, node.node_id, node.config
+        if cfg.max_items is not None:
+            overflow = await items.count(node_id) - cfg.max_items
+            if overflow > 0:
+                for old in await items.oldest_ids(node_id, overflow):
+                    await items.remove(node_id, old)
+        if cfg.max_bytes is not None:
+            while await items.payload_bytes(node_id) > cfg.max_bytes:
+                oldest = await items.oldest_ids(node_id, 2)
+                if len(oldest) < 2:
+                    break  # the newest item stays, however large
+                await items.remove(node_id, oldest[0])
 
     async def _tell(self, work: Work, node: Node, notice: NoticeItem) -> None:
         for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():

@@ -11,9 +11,10 @@ mean something on a queue.
 
 from __future__ import annotations
 
-from xmpp_queue.core.form_fields import ConfigField, choice_parser, int_parser
+from xmpp_queue.core.form_fields import ConfigField, choice_parser, int_parser, parse_max_items
 
 EXPIRE_ACTIONS = ("dead-letter", "drop")
+OVERFLOW_POLICIES = ("refuse", "drop-oldest")
 
 _DAY = 86400
 
@@ -101,6 +102,23 @@ MESSAGE_FIELDS: tuple[ConfigField, ...] = (
         "Seconds an acked or retracted item id is remembered: a repeat publish stores nothing",
         int_parser(0, 7 * _DAY),
         datatype="xs:integer",
+        queue_only=True,
+    ),
+    ConfigField(
+        "pubsub#max_bytes",
+        "max_bytes",
+        "text-single",
+        "Max payload bytes the node holds (or max)",
+        parse_max_items,
+        datatype="pubsub:integer-or-max",
+    ),
+    ConfigField(
+        "pubsub#queue_overflow",
+        "queue_overflow",
+        "list-single",
+        "Past max_items or max_bytes: refuse the new item, or drop the oldest waiting ones",
+        choice_parser(OVERFLOW_POLICIES),
+        options=OVERFLOW_POLICIES,
         queue_only=True,
     ),
 )

@@ -155,6 +155,8 @@ class NodeConfig:
     queue_max_delay: int = 7 * 86400
     queue_priority_age: int = 60  # seconds after which a waiting item counts as high
     queue_dedup_window: int = 0  # seconds; 0 = off
+    max_bytes: int | None = None  # payload bytes the node holds; None = no limit
+    queue_overflow: str = "refuse"  # past max_items/max_bytes: or "drop-oldest"
 
 
 @dataclass(frozen=True, slots=True)

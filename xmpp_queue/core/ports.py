@@ -154,6 +154,12 @@ class ItemRepository(Protocol):
 
     async def count(self, node_id: str) -> int: ...
 
+    async def payload_bytes(self, node_id: str) -> int:
+        """The payload bytes of every item of the node (``pubsub#max_bytes``), O(1)."""
+
+    async def oldest_waiting(self, node_id: str, limit: int) -> list[Item]:
+        """Up to *limit* unlocked items in publish order (a truncation's victims)."""
+
     async def count_all(self) -> int: ...
 
     async def page(

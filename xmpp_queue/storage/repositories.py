@@ -331,6 +331,21 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         return len(ns.items) if ns is not None else 0
 
+    async def payload_bytes(self, node_id: str) -> int:
+        ns = self._s.nodes.get(node_id)
+        return ns.queue.payload_bytes if ns is not None else 0
+
+    async def oldest_waiting(self, node_id: str, limit: int) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or limit <= 0:
+            return []
+        # Locked items are at the head (the oldest go out first): skipping them
+        # costs at most the node's in-flight count.
+        found = list(
+            itertools.islice((i for i in ns.in_order().values() if i.locked_by is None), limit)
+        )
+        return await self._warm(ns, found)
+
     async def count_all(self) -> int:
         return sum(len(ns.items) for ns in self._s.nodes.values())
 

@@ -157,6 +157,7 @@ class QueueIndex:
     loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
     held: dict[str, dict[str, None]] = field(default_factory=dict)  # subid -> its item ids
     room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
+    payload_bytes: int = 0  # of every item of the node (pubsub#max_bytes)
 
 
 @dataclass(slots=True)
@@ -268,6 +269,7 @@ class MemoryState:
 
     def _index(self, ns: NodeState, item: Item) -> None:
         q = ns.queue
+        q.payload_bytes += item.payload_size
         if item.locked_by is not None:
             q.locked[item.item_id] = None
             q.loads[item.locked_by] = q.loads.get(item.locked_by, 0) + 1
@@ -290,6 +292,7 @@ class MemoryState:
 
     def _unindex(self, ns: NodeState, item: Item) -> None:
         q = ns.queue
+        q.payload_bytes -= item.payload_size
         if item.locked_by is not None:
             del q.locked[item.item_id]
             left = q.loads[item.locked_by] - 1

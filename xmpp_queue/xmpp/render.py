@@ -50,6 +50,7 @@ from xmpp_queue.core.effects import (
     PurgeNotice,
     RetractNotice,
     SubscriptionNotice,
+    TruncateNotice,
     UnlockNotice,
 )
 from xmpp_queue.core.model import AffiliationEntry, Item, ItemPage, Subscription
@@ -336,6 +337,16 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Me
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
         _el(items, QUEUEING, "unlock", id=effect.item_id)
         headers.append(("reason", effect.reason))
+    elif isinstance(effect, TruncateNotice):
+        items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
+        _el(
+            items,
+            QUEUE_EXT,
+            "truncated",
+            items=str(effect.items),
+            bytes=str(effect.payload_bytes),
+        )
+        headers.append(("reason", "truncated"))
     elif isinstance(effect, PurgeNotice):
         _el(event, PUBSUB_EVENT, "purge", node=effect.node)
     elif isinstance(effect, DeleteNotice):

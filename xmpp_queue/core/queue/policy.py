@@ -49,6 +49,7 @@ from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
 from xmpp_queue.core.queue.engine import QueueEngine
 from xmpp_queue.core.queue.locks import Release, check_release
+from xmpp_queue.core.queue.overflow import make_room
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 MAX_REASON = 200  # characters kept of a worker's dead-letter reason
@@ -125,7 +126,7 @@ class QueuePolicy:
                 plan.expires_at,
             )
             return
-        self.check_room(node, await items.count(node.node_id))
+        await make_room(work, node, item.size)
         stored = await items.put(
             new_item(
                 node.node_id,
