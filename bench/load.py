@@ -12,7 +12,9 @@ import asyncio
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from wire import LightClient, attr, start_tag
 
@@ -20,8 +22,35 @@ PUBSUB = "http://jabber.org/protocol/pubsub"
 _ITEM_ID = re.compile(rb"<item\b[^>]*?\bid=(?:'i(\d+)'|\"i(\d+)\")")
 _PUBLISH = (
     "<iq type='set' to='{to}' id='p%d'><pubsub xmlns='" + PUBSUB + "'><publish node='{node}'>"
-    "<item id='i%d'><job xmlns='urn:example:bench'>%.6f</job></item></publish></pubsub></iq>"
+    "<item id='i%d'><job xmlns='urn:example:bench'>%.6f</job>%s</item></publish></pubsub></iq>"
 )
+
+SHIM = "http://jabber.org/protocol/shim"
+
+
+def item_headers(model: str) -> Callable[[float], bytes]:
+    """The SHIM headers each published item carries, by message model:
+    ``plain`` none, ``attrs3`` three attributes, ``delayN`` a ``Start`` N ms after
+    the item is sent (so every item waits that long in the queue)."""
+    if model == "plain":
+        return lambda now: b""
+    if model.startswith("attrs"):
+        count = int(model.removeprefix("attrs") or "3")
+        inner = "".join(f"<header name='a{k}'>value-{k}</header>" for k in range(count))
+        fixed = f"<headers xmlns='{SHIM}'>{inner}</headers>".encode()
+        return lambda now: fixed
+    if model.startswith("delay"):
+        delay = float(model.removeprefix("delay")) / 1000
+        head = f"<headers xmlns='{SHIM}'><header name='Start'>".encode()
+
+        def start(now: float) -> bytes:
+            at = datetime.fromtimestamp(now + delay, UTC).isoformat().replace("+00:00", "Z")
+            return head + at.encode() + b"</header></headers>"
+
+        return start
+    raise ValueError(f"unknown message model {model!r} (plain, attrs3, delay100)")
+
+
 _RETRACT = (
     "<iq type='set' to='{to}' id='ri%s'><pubsub xmlns='" + PUBSUB + "'><retract node='{node}'>"
     "<item id='i%s'/></retract></pubsub></iq>"
@@ -142,14 +171,21 @@ class Publisher:
     one commit that holds them all. Nothing waits to fill a batch."""
 
     def __init__(
-        self, client: LightClient, to: str, node: str, tracker: Tracker, batch: int = 1
+        self,
+        client: LightClient,
+        to: str,
+        node: str,
+        tracker: Tracker,
+        batch: int = 1,
+        model: str = "plain",
     ) -> None:
         self.client, self.tracker = client, tracker
+        self._headers = item_headers(model)
         self._template = _PUBLISH.format(to=to, node=node).encode()
         self._head = (
             f"<iq type='set' to='{to}' id='p%d-%d'><pubsub xmlns='{PUBSUB}'><publish node='{node}'>"
         ).encode()
-        self._item = b"<item id='i%d'><job xmlns='urn:example:bench'>%.6f</job></item>"
+        self._item = b"<item id='i%d'><job xmlns='urn:example:bench'>%.6f</job>%s</item>"
         self._tail = b"</publish></pubsub></iq>"
         self.batch = batch
         self.window = 0
@@ -159,7 +195,7 @@ class Publisher:
 
     def _make(self, idx: int, now: float) -> bytes:
         self.tracker.sent[idx] = now
-        return self._template % (idx, idx, now)
+        return self._template % (idx, idx, now, self._headers(now))
 
     def _stanzas(self, start: int, end: int, now: float) -> bytes:
         """Items [start, end) as publishes: one each, or batches of `batch`."""
@@ -171,7 +207,7 @@ class Publisher:
             items = []
             for i in range(first, last):
                 self.tracker.sent[i] = now
-                items.append(self._item % (i, now))
+                items.append(self._item % (i, now, self._headers(now)))
             out.append(self._head % (first, last - first) + b"".join(items) + self._tail)
         return b"".join(out)
 
@@ -237,9 +273,16 @@ class Worker:
     """
 
     def __init__(
-        self, client: LightClient, to: str, node: str, tracker: Tracker, batch: int = 1
+        self,
+        client: LightClient,
+        to: str,
+        node: str,
+        tracker: Tracker,
+        batch: int = 1,
+        model: str = "plain",
     ) -> None:
         self.client, self.tracker = client, tracker
+        self._headers = item_headers(model)
         self._retract = _RETRACT.format(to=to, node=node).encode()
         self._head = (
             f"<iq type='set' to='{to}' id='rb%d'><pubsub xmlns='{PUBSUB}'><retract node='{node}'>"

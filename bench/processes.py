@@ -77,10 +77,12 @@ def machine_busy_seconds() -> tuple[float, float]:
 class Child:
     """One child process with its log file; `stop()` is idempotent."""
 
-    def __init__(self, name: str, argv: list[str], log: Path, cwd: Path = REPO) -> None:
+    def __init__(
+        self, name: str, argv: list[str], log: Path, cwd: Path = REPO, src: Path = REPO
+    ) -> None:
         self.name, self.argv, self.log = name, argv, log
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
         self._log = open(log, "wb")  # closed in stop()
         self.process = subprocess.Popen(
             argv,
@@ -159,11 +161,14 @@ def component_config(
     return path
 
 
-def migrate(config: Path, log: Path, timeout: float = 120.0) -> None:
+def migrate(config: Path, log: Path, timeout: float = 120.0, src: Path = REPO) -> None:
+    """Migrate with the package of the checkout *src* (another commit, to compare)."""
+    env = dict(os.environ, PYTHONPATH=str(src))
     with open(log, "ab") as out:
         done = subprocess.run(
             [sys.executable, "-m", "xmpp_queue", "migrate", "-c", str(config)],
-            cwd=REPO,
+            cwd=src,
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=timeout,
@@ -173,9 +178,10 @@ def migrate(config: Path, log: Path, timeout: float = 120.0) -> None:
         raise RuntimeError("migrate failed:\n" + "\n".join(text))
 
 
-def start_component(config: Path, log: Path) -> Child:
+def start_component(config: Path, log: Path, src: Path = REPO) -> Child:
+    """``xmpp-queue run`` from the checkout *src* (this one unless comparing commits)."""
     argv = [sys.executable, "-m", "xmpp_queue", "run", "-c", str(config)]
-    return Child("component", argv, log)
+    return Child("component", argv, log, cwd=src, src=src)
 
 
 def recreate_postgres_db(name: str, host: str = "127.0.0.1", user: str = "postgres") -> None:

@@ -52,6 +52,7 @@ from load import (
     subscribe_queue,
 )
 from processes import (
+    REPO,
     Child,
     component_config,
     cpu_seconds,
@@ -88,12 +89,16 @@ class Scenario:
     metrics: bool = False  # [http] on, /metrics scraped during the measurement
     batch: int = 1  # workers' pubsub#queue_max_batch (and acks per retract); 1 = plain
     publish_batch: int = 1  # items per publish (XEP-0060 §13.11); 1 = plain
+    model: str = "plain"  # item headers: plain | attrs3 | delay100 (load.item_headers)
+    src: str = ""  # another checkout's component (--compare-src), "" = this one
 
     @property
     def label(self) -> str:
         load = f"rate {self.rate:g}/s" if self.rate else f"window {self.window}"
         batch = f", batch {self.batch}" if self.batch > 1 else ""
         batch += f", publish batch {self.publish_batch}" if self.publish_batch > 1 else ""
+        batch += f", {self.model}" if self.model != "plain" else ""
+        batch += ", previous commit" if self.src else ""
         return f"{self.target}{batch}, {load}" + (", metrics" if self.metrics else "")
 
 
@@ -228,7 +233,9 @@ class Bench:
             server = start_null_component(port, NULL_DOMAIN, SECRET, mode, tmp / "null.log")
             domain = NULL_DOMAIN
         else:
-            server = self._start_component(scenario.target, tmp, scenario.metrics)
+            server = self._start_component(
+                scenario.target, tmp, scenario.metrics, Path(scenario.src or REPO)
+            )
             domain = QUEUE_DOMAIN
         try:
             return await self._drive(scenario, domain, server, tmp)
@@ -271,7 +278,9 @@ class Bench:
             error_samples=[],
         )
 
-    def _start_component(self, backend: str, tmp: Path, metrics: bool = False) -> Child:
+    def _start_component(
+        self, backend: str, tmp: Path, metrics: bool = False, src: Path = REPO
+    ) -> Child:
         if backend == "postgresql":
             recreate_postgres_db(PG_DB)
             url = PG_URL
@@ -289,8 +298,8 @@ class Bench:
             self.metrics_address = f"127.0.0.1:{free_port()}"
             with config.open("a") as f:
                 f.write(f'\n[http]\nlisten = "{self.metrics_address}"\n')
-        migrate(config, tmp / "component.log")
-        return start_component(config, tmp / "component.log")
+        migrate(config, tmp / "component.log", src=src)
+        return start_component(config, tmp / "component.log", src)
 
     async def _drive(self, scenario: Scenario, domain: str, server: Child, tmp: Path) -> Figures:
         args = self.args
@@ -303,7 +312,9 @@ class Bench:
             await self._set_up(domain, server, pub, workers, scenario.batch)
             warm, n = args.warmup, args.items
             tracker = Tracker(warm + n)
-            publisher = Publisher(pub, domain, NODE, tracker, scenario.publish_batch)
+            publisher = Publisher(
+                pub, domain, NODE, tracker, scenario.publish_batch, scenario.model
+            )
             pub.hand_over(publisher.handle)
             roles = [Worker(w, domain, NODE, tracker, scenario.batch) for w in workers]
             for w, role in zip(workers, roles, strict=True):
@@ -474,11 +485,25 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
             for metrics in {"off": [False], "on": [True], "both": [False, True]}[args.metrics]:
                 for batch in args.batch:
                     pub_batches = args.publish_batch if batch > 1 else [1]
-                    out += [
-                        Scenario(backend, s.window, s.rate, metrics, batch, pb)
-                        for pb in pub_batches
-                        for s in loads
-                    ]
+                    for pb in pub_batches:
+                        for s in loads:
+                            for model in args.model:
+                                out.append(
+                                    Scenario(backend, s.window, s.rate, metrics, batch, pb, model)
+                                )
+                                if args.compare_src and model == "plain":
+                                    out.append(
+                                        Scenario(
+                                            backend,
+                                            s.window,
+                                            s.rate,
+                                            metrics,
+                                            batch,
+                                            pb,
+                                            model,
+                                            str(args.compare_src),
+                                        )
+                                    )
     return out
 
 
@@ -649,6 +674,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--prosody-extra", default="", help="lines added to Prosody's config")
     p.add_argument("--repeat", type=int, default=1, help="runs per scenario (median shown)")
+    p.add_argument(
+        "--model",
+        type=_list(str),
+        default=["plain"],
+        help="item headers per run: plain, attrs3 (3 attributes), delay100 (Start +100 ms)",
+    )
+    p.add_argument(
+        "--compare-src",
+        type=Path,
+        default=None,
+        help="a checkout of another commit: its component runs each plain scenario too, "
+        "interleaved (e.g. git worktree add /tmp/prev HEAD~1)",
+    )
     p.add_argument(
         "--metrics",
         choices=("off", "on", "both"),

@@ -203,3 +203,24 @@ def test_queue_json_counts_delayed_items_and_shows_attributes() -> None:
     dead = Item("dl", "i", 1, "p@x", "<a/>", now, now, headers={"reason": "expired", "t": "x"})
     assert dead_letter_json(dead)["attributes"] == {"t": "x"}
     assert dead_letter_json(dead)["reason"] == "expired"
+
+
+async def test_metrics_count_delayed_and_deduplicated_items(ops: Ops) -> None:
+    """The message model's figures: delayed items apart from the waiting ones, and the
+    publishes the dedup window answered without storing anything."""
+    from datetime import timedelta
+
+    from xmpp_queue.core.attributes import format_datetime
+
+    svc = ops.service
+    await _queue(svc)
+    await svc.configure_node(OWNER, "jobs", {"pubsub#queue_dedup_window": ["60"]})
+    later = format_datetime(ops.clock.now + timedelta(seconds=30))
+    await svc.publish(PUB, "jobs", "d", "<x/>", 4, attributes={"Start": later})
+    await svc.publish(PUB, "jobs", "n", "<x/>", 4)
+    await svc.publish(PUB, "jobs", "n", "<x/>", 4)  # a repeat of a queued id
+    status, text = await ops.get("/metrics")
+    assert status == 200
+    assert value(text, "xmpp_queue_waiting", node="jobs") == 2
+    assert value(text, "xmpp_queue_delayed", node="jobs") == 1
+    assert value(text, "xmpp_queue_deduplicated_total", node="jobs") == 1

@@ -118,22 +118,24 @@ class QueueStateCollector:
 
     def collect(self) -> Iterable[Metric]:
         families = self._families()
-        waiting, in_flight, dead, oldest, subscribers = families
+        waiting, in_flight, dead, oldest, subscribers, delayed = families
         merged: dict[str, list[float]] = {}
         for row in sorted(self.rows, key=lambda r: r.node):
             label = self._labels(row.node)
-            m = merged.setdefault(label, [0, 0, 0, 0.0, 0])
+            m = merged.setdefault(label, [0, 0, 0, 0.0, 0, 0])
             m[0] += row.backlog
             m[1] += row.in_flight
             m[2] += row.dead_letters
             m[3] = max(m[3], row.oldest_waiting_seconds or 0.0)
             m[4] += row.subscribers
-        for label, (w, f, d, o, s) in merged.items():
+            m[5] += row.delayed
+        for label, (w, f, d, o, s, later) in merged.items():
             waiting.add_metric([label], w)
             in_flight.add_metric([label], f)
             dead.add_metric([label], d)
             oldest.add_metric([label], o)
             subscribers.add_metric([label], s)
+            delayed.add_metric([label], later)
         queues = GaugeMetricFamily(f"{PREFIX}_queues", "Queue nodes")
         queues.add_metric([], len(self.rows))
         folded = GaugeMetricFamily(
@@ -156,6 +158,7 @@ class QueueStateCollector:
             gauge("dead_letters", "Items in the queue's dead-letter node"),
             gauge("oldest_waiting_seconds", "Age of the oldest waiting item (0: none waits)"),
             gauge("subscribers", "Subscriptions to the queue node"),
+            gauge("delayed", "Of the waiting items: held back until a later time (Start, retry)"),
         )
 
 
