@@ -44,7 +44,9 @@ def item_headers(model: str) -> Callable[[float], bytes]:
         head = f"<headers xmlns='{SHIM}'><header name='Start'>".encode()
 
         def start(now: float) -> bytes:
-            at = datetime.fromtimestamp(now + delay, UTC).isoformat().replace("+00:00", "Z")
+            # *now* is the tracker's perf_counter; a Start is wall-clock time.
+            at = datetime.fromtimestamp(time.time() + delay, UTC).isoformat()
+            at = at.replace("+00:00", "Z")
             return head + at.encode() + b"</header></headers>"
 
         return start

@@ -72,12 +72,17 @@ def _pct(samples: list[float], q: int) -> float:
 
 
 def _beam_pids() -> list[int]:
+    """RabbitMQ's Erlang VMs only: another beam.smp on the machine (an ejabberd of a
+    test run) is not the broker, and may come and go during the measurement."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == "beam.smp":
+                    if f.read().strip() != "beam.smp":
+                        continue
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if b"rabbit" in f.read():
                         pids.append(int(entry))
             except OSError:
                 continue
