@@ -317,6 +317,7 @@ def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
             i.priority,
             t(i.expires_at),
+            i.ordering_key,
         )
         for i in items
         if i.payload is not COLD
@@ -340,6 +341,7 @@ def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
             i.priority,
             t(i.expires_at),
+            i.ordering_key,
             i.node,
             i.item_id,
         )

@@ -38,6 +38,8 @@ from types import MappingProxyType
 from typing import Final
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.core.ordering_config import is_ordered
+from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -139,7 +141,8 @@ def with_payload(
 
 @dataclass(slots=True)
 class QueueIndex:
-    """Where each item of a node stands: ready, delayed or locked (exactly one).
+    """Where each item of a node stands: ready, delayed or locked (exactly one),
+    or, on an ordered queue, waiting behind an earlier item of its key (``keys``).
 
     One mutable object per node, replaced as a whole by a purge, so a
     transaction's snapshot of the node keeps the index that matched its items.
@@ -151,6 +154,7 @@ class QueueIndex:
     delayed_live: int = 0
     locked: dict[str, None] = field(default_factory=dict)  # item ids, an ordered set
     loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
+    keys: dict[str, KeyFifo] = field(default_factory=dict)  # ordered queues only
 
 
 @dataclass(slots=True)
@@ -249,16 +253,71 @@ class MemoryState:
         items = ns.items
         old = items.get(item_id)
         if old is not None:
-            self._unindex(ns.queue, old)
+            self._unindex(ns, old)
         if new is None:
             if old is not None:
                 del items[item_id]
         else:
             items[item_id] = new
             self._index(ns, new)
+        if old is not None and old.ordering_key is not None:
+            if new is None or new.ordering_key != old.ordering_key:
+                self._settle_key(ns, old.ordering_key)  # the next of its key, if any
         return old
 
     def _index(self, ns: NodeState, item: Item) -> None:
+        if item.locked_by is None and item.expires_at is not None:
+            self.push_expiry(item)  # every waiting item, also one behind its key
+        key = item.ordering_key
+        if key is not None and is_ordered(ns.node.config):
+            fifo = ns.queue.keys.get(key)
+            if fifo is None:
+                fifo = ns.queue.keys[key] = KeyFifo()
+            fifo.add(item.seq, item.item_id, item.locked_by is not None)
+            self._settle_key(ns, key)
+            return
+        self._place(ns, item)
+
+    def _unindex(self, ns: NodeState, item: Item) -> None:
+        if item.locked_by is None and item.expires_at is not None:
+            self.expiring_total -= 1
+        q = ns.queue
+        key = item.ordering_key
+        if key is not None:
+            # By membership, not by the node's config: a rollback may put the
+            # config back before the items.
+            fifo = q.keys.get(key)
+            if fifo is not None and fifo.remove(item.seq):
+                if fifo.placed == item.seq:
+                    fifo.placed = None
+                    self._unplace(q, item)
+                return
+        self._unplace(q, item)
+
+    def _settle_key(self, ns: NodeState, key: str) -> None:
+        """Place the member of *key* that should be offered (see ``ordered``)."""
+        q = ns.queue
+        fifo = q.keys.get(key)
+        if fifo is None:
+            return
+        want = fifo.wanted()
+        if want != fifo.placed:
+            if fifo.placed is not None:
+                self._unplace(q, ns.items[fifo.members[fifo.placed]])
+            fifo.placed = want
+            if want is not None:
+                self._place(ns, ns.items[fifo.members[want]])
+        if want is None:
+            del q.keys[key]
+
+    def _placed(self, ns: NodeState, item: Item) -> bool:
+        """Whether *item* is the one of its key in the node's indexes."""
+        if item.ordering_key is None:
+            return True
+        fifo = ns.queue.keys.get(item.ordering_key)
+        return fifo is None or fifo.placed == item.seq
+
+    def _place(self, ns: NodeState, item: Item) -> None:
         q = ns.queue
         if item.locked_by is not None:
             q.locked[item.item_id] = None
@@ -267,8 +326,6 @@ class MemoryState:
             if item.lock_expires_at is not None:
                 self.push_deadline(item)
             return
-        if item.expires_at is not None:
-            self.push_expiry(item)
         if item.available_at is None:
             q.ready.add(item.seq, item.item_id, item.priority)
         else:
@@ -278,7 +335,7 @@ class MemoryState:
             if len(q.delayed) > 2 * q.delayed_live + HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
-    def _unindex(self, q: QueueIndex, item: Item) -> None:
+    def _unplace(self, q: QueueIndex, item: Item) -> None:
         if item.locked_by is not None:
             del q.locked[item.item_id]
             left = q.loads[item.locked_by] - 1
@@ -288,8 +345,6 @@ class MemoryState:
                 del q.loads[item.locked_by]
             self.locked_total -= 1
             return
-        if item.expires_at is not None:
-            self.expiring_total -= 1
         if not q.ready.discard(item.seq, item.priority) and item.available_at is not None:
             q.delayed_live -= 1
 
@@ -412,6 +467,7 @@ class MemoryState:
             and item.locked_by is None
             and item.available_at == at
             and seq not in ns.queue.ready
+            and self._placed(ns, item)
         )
 
     def _rebuild_delayed(self, ns: NodeState) -> None:

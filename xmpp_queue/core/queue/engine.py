@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
@@ -32,6 +32,7 @@ from xmpp_queue.core.queue.deadlines import (
 )
 from xmpp_queue.core.queue.dispatch import Candidate, QueueDispatcher
 from xmpp_queue.core.queue.notices import NoticeBatches
+from xmpp_queue.core.queue.single_active import active_subscription, takes_work
 
 if TYPE_CHECKING:
     from xmpp_queue.core.context import ServiceContext
@@ -46,15 +47,6 @@ EXPIRY_BATCH = 500
 
 def key_of(item: Item) -> tuple[str, str]:
     return item.node, item.item_id
-
-
-def takes_work(sub: Subscription) -> bool:
-    """A subscription that can be handed items: subscribed, with a window, delivering."""
-    return (
-        sub.state is SubscriptionState.SUBSCRIBED
-        and sub.queue_requests is not None
-        and sub.options.get("pubsub#deliver", ("1",))[0] not in ("0", "false")
-    )
 
 
 class QueueEngine:
@@ -79,10 +71,14 @@ class QueueEngine:
         its own; only the message is shared.
         """
         tx = work.tx
-        subs = [s for s in await tx.subscriptions.for_node(node.node_id) if takes_work(s)]
+        subs = await tx.subscriptions.for_node(node.node_id)
+        loads = await tx.items.in_flight(node.node_id)
+        if node.config.queue_single_active:
+            active = active_subscription(subs, loads)
+            subs = [active] if active is not None else []
+        subs = [s for s in subs if takes_work(s)]
         if not subs:
             return 0
-        loads = await tx.items.in_flight(node.node_id)
         room = sum(max(0, (s.queue_requests or 0) - loads.get(s.subid, 0)) for s in subs)
         if room <= 0:
             return 0
@@ -160,19 +156,23 @@ class QueueEngine:
         reason: str,
         notify_holder: bool = True,
         not_before: datetime | None = None,
+        at_once: bool = False,
     ) -> bool:
         """A lock ended without an ack: offer the item again, or dead-letter it.
 
         *item* is the snapshot taken while it was still locked. The unlock is
         conditional on the same holder, so a concurrent ack wins cleanly. The item
         is offered again after the node's retry back-off, or at *not_before* if that
-        is later (a worker's delayed unlock).
+        is later (a worker's delayed unlock); *at_once* skips the back-off (a
+        single-active queue's hand-over keeps the items in their order).
         """
         holder_sub, holder_jid = item.locked_by, item.lock_jid
         if holder_sub is None:
             return False
         dead = must_dead_letter(node.config, item.deliveries)
-        available_at = None if dead else retry_available_at(node.config, item.deliveries, work.now)
+        available_at = (
+            None if dead or at_once else retry_available_at(node.config, item.deliveries, work.now)
+        )
         if not dead and not_before is not None and not_before > work.now:
             available_at = max(available_at, not_before) if available_at else not_before
         if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
@@ -245,10 +245,15 @@ class QueueEngine:
     async def release_subscription(
         self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
     ) -> int:
-        """Unlock everything a subscription holds (departure, kick, admin)."""
+        """Unlock everything a subscription holds (departure, kick, admin). On a
+        single-active queue the items are ready again at once, for the next
+        subscriber to take over in order."""
         released = 0
+        at_once = node.config.queue_single_active
         for item in await work.tx.items.locked_by(node.node_id, sub.subid):
-            if await self.requeue(work, node, item, EventKind.UNLOCKED, reason, notify):
+            if await self.requeue(
+                work, node, item, EventKind.UNLOCKED, reason, notify, at_once=at_once
+            ):
                 released += 1
         return released
 
