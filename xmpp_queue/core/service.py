@@ -360,6 +360,8 @@ class PubSubService:
                 if state is SubscriptionState.NONE:
                     for s in existing:
                         await w.tx.subscriptions.remove(node, s.subid)
+                        if n.config.queue and n.config.queue_single_active:
+                            await policy.release(w, n, s, "unsubscribed", True)
                 elif existing:
                     for s in existing:
                         await w.tx.subscriptions.update(dataclasses.replace(s, state=state))
