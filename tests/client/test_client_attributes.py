@@ -232,3 +232,29 @@ async def test_publisher_refuses_a_bad_combination_before_sending_anything() -> 
         await publisher.submit_batch("jobs", [PublishItem("<a/>", "i", priority="urgent")])
     with pytest.raises(ValueError, match="PublishItem or a \\(payload, item_id\\) tuple"):
         await publisher.submit_batch("jobs", [("<a/>",)])  # type: ignore[list-item]
+
+
+# --- ordering keys (issue 20) -------------------------------------------------------------
+
+
+def test_ordering_key_is_a_keyword_the_service_reads() -> None:
+    headers = item_headers({"tenant": "acme"}, ordering_key="customer-7", priority="low")
+    assert headers == {"tenant": "acme", "Urgency": "low", "ordering-key": "customer-7"}
+    plan = schedule(headers, NodeConfig(queue=True, queue_ordered=True), NOW)
+    assert plan.ordering_key == "customer-7"
+    entry = PublishItem("<a xmlns='urn:x'/>", "i1", ordering_key="k")
+    assert entry.headers(NOW) == {"ordering-key": "k"}
+    with pytest.raises(ValueError, match="ordering_key"):
+        item_headers(ordering_key="")
+    with pytest.raises(ValueError, match="not both"):
+        item_headers({"ordering-key": "a"}, ordering_key="b")
+
+
+def test_a_job_reads_its_ordering_key() -> None:
+    (event,) = wire.parse_event(
+        notice(NoticeItem("i1", "<a xmlns='urn:x'/>", None, {"ordering-key": "customer-7"}))
+    )
+    assert isinstance(event, wire.ItemEvent)
+    assert event.ordering_key == "customer-7" and event.attributes == {"ordering-key": "customer-7"}
+    (plain,) = wire.parse_event(notice(NoticeItem("i2", "<a xmlns='urn:x'/>", None, {})))
+    assert isinstance(plain, wire.ItemEvent) and plain.ordering_key is None

@@ -105,8 +105,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_item_attributes_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0004_item_attributes"
+def test_ordering_key_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0005_ordering_key"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0004_item_attributes"\n'
+        'down_revision = "0005_ordering_key"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -156,7 +156,7 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0004_item_attributes"
+    assert migrations.current_revision(empty_db) == "0005_ordering_key"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
 
@@ -224,6 +224,65 @@ def test_upgrading_to_item_attributes_keeps_items_locks_and_dead_letters(empty_d
     assert items["waiting"].payload == "<a/>"
     assert {i.priority for i in items.values()} == {1}
     assert {i.expires_at for i in items.values()} == {None}
+
+
+def test_upgrading_to_ordering_key_keeps_items_unordered(empty_db: str) -> None:
+    """Rows written under 0004 (one carrying an ``ordering-key`` header, one
+    locked) load after the upgrade with no ordering key: they stay as they were."""
+    from sqlalchemy import text
+
+    from xmpp_queue.storage.store import StateStore
+
+    migrations.upgrade(empty_db, "0004_item_attributes")
+    rows = [
+        "INSERT INTO nodes (node_id, config, creator, created_at) VALUES "
+        """('jobs', '{"queue": true}', 'o@x', '2026-01-01 12:00:00+00:00')""",
+        "INSERT INTO subscriptions (node_id, subid, jid, state, queue_requests, created_at)"
+        " VALUES ('jobs', 's1', 'w@x/r', 'subscribed', 2, '2026-01-01 12:00:00+00:00')",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, deliveries, headers, priority) VALUES ('jobs', 'keyed', 'p@x', '<a/>', 4,"
+        " '2026-01-01 12:00:00+00:00', '2026-01-01 12:00:00+00:00', 0,"
+        """ '{"ordering-key":"A"}', 2)""",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, locked_by, lock_jid, locked_at, lock_expires_at, deliveries) VALUES"
+        " ('jobs', 'held', 'p@x', '<b/>', 4, '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:00:01+00:00', 's1', 'w@x/r', '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:05:01+00:00', 1)",
+    ]
+
+    def write(conn: Connection) -> None:
+        for sql in rows:
+            conn.execute(text(sql))
+
+    async def fill() -> None:
+        engine = make_engine(empty_db)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(write)
+        finally:
+            await engine.dispose()
+
+    in_thread(fill())
+    migrations.upgrade(empty_db)
+    assert migrations.current_revision(empty_db) == "0005_ordering_key"
+
+    async def read() -> dict[str, Any]:
+        store = await StateStore.open(empty_db)
+        try:
+            async with store.transaction() as tx:
+                found = {i.item_id: i for i in await tx.items.locked("jobs")}
+                found |= {i.item_id: i for i in await tx.items.next_ready("jobs", _NOW, 10)}
+                node = await tx.nodes.get("jobs")
+                assert node is not None and not node.config.queue_ordered
+                return found
+        finally:
+            await store.close()
+
+    items = in_thread(read())
+    assert set(items) == {"keyed", "held"}
+    assert {i.ordering_key for i in items.values()} == {None}
+    assert items["keyed"].headers == {"ordering-key": "A"} and items["keyed"].priority == 2
+    assert items["held"].locked_by == "s1"
 
 
 _NOW = __import__("datetime").datetime(2026, 1, 1, 13, tzinfo=__import__("datetime").UTC)

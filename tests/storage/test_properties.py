@@ -29,7 +29,14 @@ After every step it checks:
 - **priority**: an operation never hands out an item while a more urgent one
   (or an older one of the same level) that was ready before it stays waiting;
 - **dedup**: inside the node's dedup window after an ack or retract, a publish of
-  the same id stores nothing (no ``published`` row, only ``deduplicated``).
+  the same id stores nothing (no ``published`` row, only ``deduplicated``);
+- **ordering** (in examples where the queue is ``pubsub#queue_ordered``): never two
+  items of one ordering key in flight, and an item of a key is first delivered
+  only when every item of its key published before it has left the queue (acked,
+  retracted, purged, dropped or dead-lettered), so first deliveries and acks of a
+  key follow publish order;
+- **single active** (in examples where the queue is ``pubsub#queue_single_active``):
+  at most one subscription holds items at any time, and it is a subscriber.
 
 Budget: ``XMPP_QUEUE_PROPERTY_EXAMPLES`` examples of up to
 ``XMPP_QUEUE_PROPERTY_STEPS`` steps per backend (CI: 100 x 40). A longer run is
@@ -70,6 +77,7 @@ from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest, SubscriptionState
 from xmpp_queue.core.queue.dispatch import takes_work
+from xmpp_queue.core.queue.single_active import active_subscription
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
@@ -127,6 +135,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.window = 0  # the queue's dedup window, seconds
         self.age = 0  # the queue's priority age, seconds
         self.single_step = False  # the step was one operation (the priority check)
+        self.ordered = self.single_active = False
+        self.key_of: dict[str, str | None] = {}  # item id -> its ordering key (last seen)
         self.loads: dict[str, int] = {}
         self.max_batch: dict[str, int] = {}  # per worker JID, as last subscribed
         self.subids = itertools.count(1)  # across restarts, as random ids would be
@@ -181,6 +191,8 @@ class QueueMachine(RuleBasedStateMachine):
         expire_action=st.sampled_from(["dead-letter", "drop"]),
         age=st.sampled_from([0, 40]),
         overflow=st.sampled_from(["refuse", "drop-oldest"]),
+        ordered=st.booleans(),
+        single_active=st.sampled_from([False, False, True]),
     )
     def make_queue(
         self,
@@ -190,8 +202,11 @@ class QueueMachine(RuleBasedStateMachine):
         expire_action: str,
         age: int,
         overflow: str,
+        ordered: bool,
+        single_active: bool,
     ) -> None:
         self.window, self.age = window, age
+        self.ordered, self.single_active = ordered, single_active
         config = {
             "pubsub#queue": ["1"],
             "pubsub#max_items": [max_items],
@@ -201,6 +216,8 @@ class QueueMachine(RuleBasedStateMachine):
             "pubsub#queue_expire_action": [expire_action],
             "pubsub#queue_priority_age": [str(age)],
             "pubsub#queue_overflow": [overflow],
+            "pubsub#queue_ordered": ["1" if ordered else "0"],
+            "pubsub#queue_single_active": ["1" if single_active else "0"],
         }
         self.run(self.service.create_node(OWNER, QUEUE, config))
         # A new queue is whitelisted: the owner names its publisher and workers.
@@ -229,6 +246,9 @@ class QueueMachine(RuleBasedStateMachine):
         ttl = data.draw(st.sampled_from([None, None, 8, 50]))
         if ttl:
             attributes["TTL"] = str(ttl)
+        key = data.draw(st.sampled_from([None, "A", "A", "B", "C"]))
+        if key:
+            attributes["ordering-key"] = key
         if data.draw(st.integers(0, 20)) == 0:
             attributes["delivery-attempt"] = "1"  # forged: refused
         return attributes
@@ -458,6 +478,9 @@ class QueueMachine(RuleBasedStateMachine):
         self.only_waiting_items_are_dropped(self.last)
         self.nothing_is_delivered_outside_its_time(self.last)
         self.no_repeat_inside_the_dedup_window(self.last)
+        self.one_item_per_key_in_flight(self.last)
+        self.keys_are_served_in_publish_order(self.last)
+        self.one_active_consumer(self.last)
         if self.single_step and before is not None:
             self.more_urgent_first(before, self.last)
         self.single_step = False
@@ -539,11 +562,12 @@ class QueueMachine(RuleBasedStateMachine):
         given = {e.item_id for e in new_rows if e.kind is EventKind.DELIVERED}
         items = {i.item_id: i for i in after[1].get(QUEUE, ())}
         handed = [items[i] for i in given if i in items and items[i].locked_by is not None]
+        offerable = {i.item_id for i in self._offerable(list(items.values()))}
         waiting = [
             i
             for i in items.values()
             if i.item_id in old
-            and i.locked_by is None
+            and i.item_id in offerable
             and (i.available_at is None or i.available_at <= now)
             and (i.expires_at is None or i.expires_at > now)
         ]
@@ -559,6 +583,59 @@ class QueueMachine(RuleBasedStateMachine):
         worst_handed = max(rank(i) for i in handed)
         best_waiting = min(rank(i) for i in waiting)
         assert best_waiting > worst_handed, ("dispatch order", worst_handed, best_waiting)
+
+    def one_item_per_key_in_flight(self, state: tuple[Any, ...]) -> None:
+        _, items, _, _, _ = state
+        for node in (QUEUE, DEAD):
+            for item in items.get(node, ()):
+                self.key_of[item.item_id] = item.ordering_key
+        if not self.ordered:
+            return
+        in_flight: dict[str, str] = {}
+        for item in items.get(QUEUE, ()):
+            if item.locked_by is not None and item.ordering_key is not None:
+                other = in_flight.setdefault(item.ordering_key, item.item_id)
+                assert other == item.item_id, ("two in flight", item.ordering_key, other)
+
+    def keys_are_served_in_publish_order(self, state: tuple[Any, ...]) -> None:
+        """Replay the ledger: each life of an item (publish to ack/retract/purge/drop/
+        dead letter) is first delivered only when it is the oldest open life of its key."""
+        if not self.ordered:
+            return
+        _, _, _, _, ledger = state
+        open_lives: dict[str, list[str]] = {}  # key -> item ids in publish order
+        delivered: set[str] = set()  # open lives delivered at least once
+        ends = GONE | {EventKind.DEAD_LETTERED}
+        for event in ledger:
+            if event.node != QUEUE:
+                continue
+            key = self.key_of.get(event.item_id)
+            if key is None:
+                continue
+            lives = open_lives.setdefault(key, [])
+            if event.kind is EventKind.PUBLISHED:
+                lives.append(event.item_id)
+                delivered.discard(event.item_id)
+            elif event.kind is EventKind.DELIVERED and event.item_id not in delivered:
+                assert lives and lives[0] == event.item_id, (
+                    "delivered out of its key's order",
+                    key,
+                    event.item_id,
+                    lives,
+                )
+                delivered.add(event.item_id)
+            elif event.kind in ends and event.item_id in lives:
+                lives.remove(event.item_id)
+                delivered.discard(event.item_id)
+
+    def one_active_consumer(self, state: tuple[Any, ...]) -> None:
+        if not self.single_active:
+            return
+        _, items, subs, _, _ = state
+        holders = {i.locked_by for i in items.get(QUEUE, ()) if i.locked_by is not None}
+        assert len(holders) <= 1, ("several active consumers", holders)
+        subids = {s.subid for s in subs.get(QUEUE, ())}
+        assert holders <= subids, ("a holder that is no subscriber", holders, subids)
 
     def every_item_is_in_exactly_one_place(self, state: tuple[Any, ...]) -> None:
         _, items, _, _, ledger = state
@@ -594,17 +671,38 @@ class QueueMachine(RuleBasedStateMachine):
         retry delay) stays unlocked only when no subscription that takes work has room."""
         _, items, subs, _, _ = state
         queue = items.get(QUEUE, ())
-        if not any(i.locked_by is None and i.available_at is None for i in queue):
+        if not any(i.available_at is None for i in self._offerable(queue)):
             return
         loads: dict[str, int] = {}
         for item in queue:
             if item.locked_by is not None:
                 loads[item.locked_by] = loads.get(item.locked_by, 0) + 1
-        for sub in subs.get(QUEUE, ()):
+        candidates = list(subs.get(QUEUE, ()))
+        if self.single_active:
+            active = active_subscription(candidates, loads)
+            candidates = [active] if active is not None else []
+        for sub in candidates:
             if takes_work(sub):
                 assert loads.get(sub.subid, 0) >= (sub.queue_requests or 0), (
                     f"{sub.subid} has room while an item is ready"
                 )
+
+    def _offerable(self, queue: Any) -> list[Any]:
+        """The waiting items dispatch may hand out: on an ordered queue only the
+        oldest item of a key, and only while no item of that key is held."""
+        waiting = [i for i in queue if i.locked_by is None]
+        if not self.ordered:
+            return waiting
+        held = {i.ordering_key for i in queue if i.locked_by is not None}
+        first: dict[str, Any] = {}
+        for item in sorted(queue, key=lambda i: i.seq):
+            if item.ordering_key is not None:
+                first.setdefault(item.ordering_key, item)
+        return [
+            i
+            for i in waiting
+            if i.ordering_key is None or (i.ordering_key not in held and first[i.ordering_key] is i)
+        ]
 
 
 def _last_moves(ledger: Any) -> dict[str, EventKind]:

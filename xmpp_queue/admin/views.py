@@ -120,9 +120,18 @@ class QueueDetailsCommand(AdminCommand):
                 f"{load.subscription.jid} | {load.subscription.subid} | "
                 f"{load.subscription.queue_requests or '-'} | {load.in_flight} | "
                 f"{ago(load.subscription.last_activity, now)}"
+                + (" | active" if load.subscription.subid == d.active else "")
                 for load in d.subscribers
             ],
         )
+        if d.config.queue_single_active:
+            active = [s.subscription for s in d.subscribers if s.subscription.subid == d.active]
+            add_result(
+                form,
+                "active",
+                "Active subscriber (single active consumer)",
+                f"{active[0].jid} | {active[0].subid}" if active else "-",
+            )
         add_result(
             form,
             "locks",

@@ -5,8 +5,10 @@ SHIM headers inside the ``<item/>`` (after the payload). Four registered header
 names mean something to the service: ``Start`` (hold the item back until then),
 ``Expires``/``TTL`` (never deliver it after that) and ``Urgency`` (dispatch
 order). The publish keywords ``delay``/``deliver_at``, ``ttl`` and ``priority``
-are conveniences that become those headers here, checked before anything is
-sent, so a mistake is a ``ValueError`` at the call and not a refused stanza.
+are conveniences that become those headers here (and ``ordering_key`` our
+``ordering-key`` header, which an ordered queue hands out one at a time per
+key), checked before anything is sent, so a mistake is a ``ValueError`` at the
+call and not a refused stanza.
 
 ``delay`` is turned into an absolute ``Start`` at call time with this
 machine's clock (the service compares it with its own): keep clocks in sync
@@ -27,15 +29,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from xmpp_queue.core.attributes import EXPIRES, RESERVED, START, TTL, URGENCY, format_datetime
+from xmpp_queue.core.attributes import (
+    EXPIRES,
+    ORDERING_KEY,
+    RESERVED,
+    START,
+    TTL,
+    URGENCY,
+    format_datetime,
+)
 from xmpp_queue.core.model import Urgency
 
 PriorityName = Literal["high", "medium", "low"]
 Priority = PriorityName | Urgency
 Seconds = int | float | timedelta
 
-SCHEDULE_NAMES = frozenset({START, EXPIRES, TTL, URGENCY})
-"""Registered SHIM names the service reads (start, expiry, urgency)."""
+SCHEDULE_NAMES = frozenset({START, EXPIRES, TTL, URGENCY, ORDERING_KEY})
+"""Header names the service reads (start, expiry, urgency, ordering key)."""
 SERVICE_NAMES = RESERVED
 """Header names the service writes itself (never a publisher's attribute)."""
 
@@ -71,6 +81,7 @@ def item_headers(
     deliver_at: datetime | None = None,
     ttl: Seconds | None = None,
     priority: Priority | str | None = None,
+    ordering_key: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, str]:
     """The SHIM headers of one item: *attributes* plus the scheduling keywords.
@@ -116,6 +127,13 @@ def item_headers(
     if priority is not None:
         _not_both(headers, URGENCY, "priority")
         headers[URGENCY] = priority_name(priority)
+    if ordering_key is not None:
+        _not_both(headers, ORDERING_KEY, "ordering_key")
+        if not isinstance(ordering_key, str) or not ordering_key.strip():
+            raise ValueError(f"ordering_key must be a non-empty string, not {ordering_key!r}")
+        if _NOT_XML.search(ordering_key):
+            raise ValueError("ordering_key: control characters cannot travel in XML")
+        headers[ORDERING_KEY] = ordering_key
     return headers
 
 
@@ -151,6 +169,7 @@ class PublishItem:
     deliver_at: datetime | None = None
     ttl: Seconds | None = None
     priority: Priority | str | None = None
+    ordering_key: str | None = None
 
     def headers(self, now: datetime | None = None) -> dict[str, str]:
         return item_headers(
@@ -159,6 +178,7 @@ class PublishItem:
             deliver_at=self.deliver_at,
             ttl=self.ttl,
             priority=self.priority,
+            ordering_key=self.ordering_key,
             now=now,
         )
 
@@ -240,3 +260,8 @@ class AttributeView:
     def ttl(self) -> int | None:
         """The ``TTL`` in seconds it was published with (counted from its publish)."""
         return read_ttl(self.headers)
+
+    @property
+    def ordering_key(self) -> str | None:
+        """The ``ordering-key`` it was published with (None: unordered)."""
+        return self.headers.get(ORDERING_KEY)

@@ -251,6 +251,7 @@ class Publisher:
         deliver_at: datetime | None = None,
         ttl: Seconds | None = None,
         priority: Priority | str | None = None,
+        ordering_key: str | None = None,
     ) -> asyncio.Future[str]:
         """Send a publish as soon as the window has room; the future gets the item id.
 
@@ -264,10 +265,19 @@ class Publisher:
         back until then (the ``Start`` header); *ttl* (whole seconds) drops it
         to the dead-letter node if it is still waiting then (``TTL``);
         *priority* ``"high"``, ``"medium"`` or ``"low"`` orders dispatch
-        (``Urgency``). A bad combination raises ``ValueError`` here.
+        (``Urgency``). *ordering_key* groups items that a ``pubsub#queue_ordered``
+        queue hands out one at a time, in publish order (``ordering-key``); items
+        of one key keep their order only if they are published in order: from one
+        publisher, each after the previous one's answer, or in one batch. A bad
+        combination raises ``ValueError`` here.
         """
         headers = item_headers(
-            attributes, delay=delay, deliver_at=deliver_at, ttl=ttl, priority=priority
+            attributes,
+            delay=delay,
+            deliver_at=deliver_at,
+            ttl=ttl,
+            priority=priority,
+            ordering_key=ordering_key,
         )
         if payload is not None and self.check_payloads:
             _check_payload(payload)
@@ -350,6 +360,7 @@ class Publisher:
         deliver_at: datetime | None = None,
         ttl: Seconds | None = None,
         priority: Priority | str | None = None,
+        ordering_key: str | None = None,
     ) -> str:
         """Publish one item and return its id once the service has stored it
         (the keywords as in :meth:`submit`)."""
@@ -362,6 +373,7 @@ class Publisher:
             deliver_at=deliver_at,
             ttl=ttl,
             priority=priority,
+            ordering_key=ordering_key,
         )
         return await future
 

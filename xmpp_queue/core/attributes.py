@@ -9,6 +9,10 @@ beside the payload. Four registered header names mean something to the service
   never delivered (it is dead-lettered or dropped, as the node says);
 - ``Urgency`` (``high``, ``medium`` or ``low``): dispatch order.
 
+One name of ours means something too: ``ordering-key`` (any non-empty text)
+groups items that an ordered queue (``pubsub#queue_ordered``) hands out one at a
+time, in publish order (docs/queueing.md, "Ordering keys").
+
 Every other name is the publisher's own and travels untouched. Names the
 service writes itself (``delivery-attempt``, a dead letter's ``reason``...) are
 refused from publishers, so a worker can trust them. The limits are the node's
@@ -27,6 +31,7 @@ from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLo
 from xmpp_queue.core.model import NodeConfig, Urgency
 
 START, EXPIRES, TTL, URGENCY = "Start", "Expires", "TTL", "Urgency"
+ORDERING_KEY = "ordering-key"
 
 RESERVED = frozenset(
     {
@@ -52,6 +57,7 @@ class Schedule:
     priority: int = Urgency.MEDIUM
     available_at: datetime | None = None  # None: ready at once
     expires_at: datetime | None = None  # None: never
+    ordering_key: str | None = None  # None: unordered
 
 
 def parse_datetime(value: str, name: str) -> datetime:
@@ -142,4 +148,7 @@ def schedule(
     if config.item_expire > 0:
         ends.append(now + timedelta(seconds=config.item_expire))
     expires_at = min(ends) if ends else None
-    return Schedule(int(priority), start, expires_at)
+    key = attributes.get(ORDERING_KEY)
+    if key is not None and not key.strip():
+        raise AttributeRefused(ORDERING_KEY, "must not be empty")
+    return Schedule(int(priority), start, expires_at, key)

@@ -157,6 +157,9 @@ class NodeConfig:
     queue_dedup_window: int = 0  # seconds; 0 = off
     max_bytes: int | None = None  # payload bytes the node holds; None = no limit
     queue_overflow: str = "refuse"  # past max_items/max_bytes: or "drop-oldest"
+    # Ordered work (docs/queueing.md, "Ordering keys" and "Single active consumer").
+    queue_ordered: bool = False  # at most one item per ordering key in flight
+    queue_single_active: bool = False  # one subscriber at a time receives
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +178,8 @@ class Item:
     ``lock_jid`` its JID, ``lock_expires_at`` the deadline; ``available_at`` keeps
     an unlocked item out of dispatch until then (retry delay); ``deliveries``
     counts hand-outs. ``headers`` carry metadata such as a dead letter's origin
-    (rendered as XEP-0131 SHIM headers).
+    (rendered as XEP-0131 SHIM headers). ``ordering_key`` (from the publisher's
+    ``ordering-key`` attribute) groups items whose order matters on an ordered queue.
     """
 
     node: str
@@ -195,6 +199,7 @@ class Item:
     headers: Mapping[str, str] = field(default_factory=dict)
     priority: int = 1
     expires_at: datetime | None = None
+    ordering_key: str | None = None
 
 
 class Urgency(enum.IntEnum):
@@ -260,6 +265,7 @@ def new_item(
     priority: int = Urgency.MEDIUM,
     expires_at: datetime | None = None,
     available_at: datetime | None = None,
+    ordering_key: str | None = None,
 ) -> Item:
     """An item as published (or moved in) at *at*: unlocked, never delivered; the
     store gives it its ``seq``. *available_at* holds it back (a delayed publish)."""
@@ -276,6 +282,7 @@ def new_item(
         headers=dict(headers),
         priority=priority,
         expires_at=expires_at,
+        ordering_key=ordering_key,
     )
 
 

@@ -37,6 +37,7 @@ from xmpp_queue.core.model import (
     PublishModel,
     SendLastPublished,
 )
+from xmpp_queue.core.ordering_config import ORDERING_FIELDS
 
 __all__ = ["ConfigField", "parse_bool", "render_value"]
 
@@ -200,6 +201,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
         queue_only=True,
     ),
     *MESSAGE_FIELDS,
+    *ORDERING_FIELDS,
 )
 
 _BY_VAR = {f.var: f for f in NODE_CONFIG_FIELDS}

@@ -37,6 +37,7 @@ class QueueDetails:
     locks: tuple[Item, ...]
     backlog: int
     delayed: int = 0  # of the backlog: held back until a later time (delay, retry)
+    active: str | None = None  # single-active queue: the subid that receives now
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,7 @@ from xmpp_queue.core.node_config import (
     parse_subscribe_options,
 )
 from xmpp_queue.core.node_types import NodeTypes
+from xmpp_queue.core.ordering_config import check_ordering_change
 from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
 from xmpp_queue.core.queue.deadlines import dead_letter_node
@@ -324,6 +325,7 @@ class PubSubService:
                 cfg = apply_config(base, values)
             check_queue_items(cfg, n.config, self.settings.limits)
             check_payload_ceiling(cfg, n.config, self.settings.max_payload_ceiling)
+            check_ordering_change(cfg, n.config, await w.tx.items.count(node))
             before, after = self._types.of(n), self._types.for_config(cfg)
             after.validate(node, cfg)
             if after is not before:
@@ -401,6 +403,8 @@ class PubSubService:
                 if state is SubscriptionState.NONE:
                     for s in existing:
                         await w.tx.subscriptions.remove(node, s.subid)
+                        if n.config.queue and n.config.queue_single_active:
+                            await policy.release(w, n, s, "unsubscribed", True)
                 elif existing:
                     for s in existing:
                         await w.tx.subscriptions.update(dataclasses.replace(s, state=state))
@@ -623,11 +627,14 @@ class PubSubService:
         self._ctx.admit(actor)
 
         async def op(w: Work) -> Subscription:
-            await self._ctx.node(w, node)
+            n = await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=False)
             # Locks outlive the subscription (XEP-0254 §4: unsubscribe, then release);
-            # they end by ack, unlock or timeout. Others may now get more work.
+            # they end by ack, unlock or timeout. Others may now get more work. On a
+            # single-active queue they are released: the next subscriber takes over.
             await w.tx.subscriptions.remove(node, sub.subid)
+            if n.config.queue and n.config.queue_single_active:
+                await self._types.of(n).release(w, n, sub, "unsubscribed", True)
             return dataclasses.replace(sub, state=SubscriptionState.NONE)
 
         return await self._ctx.run(op)

@@ -26,6 +26,7 @@ from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NodeFull
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Node, SubscriptionState
 from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.queue.single_active import single_active_subid
 from xmpp_queue.core.reports import (
     QueueDetails,
     QueueSummary,
@@ -111,6 +112,7 @@ class AdminLevers:
                 locks=tuple(await w.tx.items.locked(node)),
                 backlog=stats.backlog,
                 delayed=stats.delayed,
+                active=single_active_subid(n.config, subs, loads),
             )
 
         return await self._read(op)

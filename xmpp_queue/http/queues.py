@@ -126,7 +126,10 @@ def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
             "retry_delay": c.queue_retry_delay,
             "retry_delay_max": c.queue_retry_delay_max,
             "dead_letter": dead_letter_node(d.node, c),
+            "ordered": c.queue_ordered,
+            "single_active": c.queue_single_active,
         },
+        "active": d.active,
         "subscribers": [
             {
                 "jid": load.subscription.jid,
@@ -135,6 +138,7 @@ def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
                 "queue_requests": load.subscription.queue_requests,
                 "in_flight": load.in_flight,
                 "idle_seconds": _seconds(now, load.subscription.last_activity),
+                "active": load.subscription.subid == d.active,
             }
             for load in d.subscribers
         ],

@@ -318,6 +318,7 @@ def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
             i.priority,
             t(i.expires_at),
+            i.ordering_key,
         )
         for i in items
         if i.payload is not COLD
@@ -341,6 +342,7 @@ def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             None if i.headers is EMPTY_HEADERS else codec.encode_headers(i.headers),
             i.priority,
             t(i.expires_at),
+            i.ordering_key,
             i.node,
             i.item_id,
         )

@@ -53,6 +53,7 @@ ITEM_COLD_FIELDS = (  # an UPDATE of an item whose payload is not in memory
     "headers",
     "priority",
     "expires_at",
+    "ordering_key",
     "node_id",
     "item_id",
 )
@@ -74,6 +75,7 @@ ITEM_FIELDS = (
     "headers",
     "priority",
     "expires_at",
+    "ordering_key",
 )
 LEDGER_FIELDS = ("at", "kind", "node", "item_id", "subscriber", "deliveries", "payload_size")
 
@@ -165,6 +167,7 @@ class StateBuilder:
             headers,
             priority,
             item_expires,
+            ordering_key,
         ) in rows:
             ns = nodes.get(node_id)
             if ns is None:
@@ -194,6 +197,7 @@ class StateBuilder:
                 frozen_headers(codec.decode_headers(headers)) if headers else EMPTY_HEADERS,
                 priority,
                 when(item_expires),
+                shared(ordering_key),
             )
             state.set_item(ns, item_id, item)
             self._max_seq = max(self._max_seq, seq)

@@ -304,6 +304,7 @@ class ItemsRepo:
                 headers,
                 when,
                 priority=item.priority,
+                ordering_key=item.ordering_key,
             ),
             state.next_seq,
         )

@@ -167,6 +167,7 @@ class ItemRow(Base):
     headers: Mapped[str | None] = mapped_column(Text)
     priority: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
     expires_at: Mapped[datetime | None]
+    ordering_key: Mapped[str | None] = mapped_column(String())
 
 
 class LedgerRow(Base):

@@ -40,7 +40,9 @@ from types import MappingProxyType
 from typing import Final
 
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.core.ordering_config import is_ordered
 from xmpp_queue.core.queue.dispatch import RoomIndex
+from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
 from xmpp_queue.storage.subscribers import SubscriberIndex
 
@@ -143,7 +145,8 @@ def with_payload(
 
 @dataclass(slots=True)
 class QueueIndex:
-    """Where each item of a node stands: ready, delayed or locked (exactly one).
+    """Where each item of a node stands: ready, delayed or locked (exactly one),
+    or, on an ordered queue, waiting behind an earlier item of its key (``keys``).
 
     One mutable object per node, replaced as a whole by a purge, so a
     transaction's snapshot of the node keeps the index that matched its items.
@@ -158,6 +161,7 @@ class QueueIndex:
     held: dict[str, dict[str, None]] = field(default_factory=dict)  # subid -> its item ids
     room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
     payload_bytes: int = 0  # of every item of the node (pubsub#max_bytes)
+    keys: dict[str, KeyFifo] = field(default_factory=dict)  # ordered queues only
 
 
 @dataclass(slots=True)
@@ -265,11 +269,67 @@ class MemoryState:
         else:
             items[item_id] = new
             self._index(ns, new)
+        if old is not None and old.ordering_key is not None:
+            if new is None or new.ordering_key != old.ordering_key:
+                self._settle_key(ns, old.ordering_key)  # the next of its key, if any
         return old
 
     def _index(self, ns: NodeState, item: Item) -> None:
+        ns.queue.payload_bytes += item.payload_size  # every item, also one behind its key
+        if item.locked_by is None and item.expires_at is not None:
+            self.push_expiry(item)  # every waiting item, also one behind its key
+        key = item.ordering_key
+        if key is not None and is_ordered(ns.node.config):
+            fifo = ns.queue.keys.get(key)
+            if fifo is None:
+                fifo = ns.queue.keys[key] = KeyFifo()
+            fifo.add(item.seq, item.item_id, item.locked_by is not None)
+            self._settle_key(ns, key)
+            return
+        self._place(ns, item)
+
+    def _unindex(self, ns: NodeState, item: Item) -> None:
+        if item.locked_by is None and item.expires_at is not None:
+            self.expiring_total -= 1
         q = ns.queue
-        q.payload_bytes += item.payload_size
+        q.payload_bytes -= item.payload_size
+        key = item.ordering_key
+        if key is not None:
+            # By membership, not by the node's config: a rollback may put the
+            # config back before the items.
+            fifo = q.keys.get(key)
+            if fifo is not None and fifo.remove(item.seq):
+                if fifo.placed == item.seq:
+                    fifo.placed = None
+                    self._unplace(ns, item)
+                return
+        self._unplace(ns, item)
+
+    def _settle_key(self, ns: NodeState, key: str) -> None:
+        """Place the member of *key* that should be offered (see ``ordered``)."""
+        q = ns.queue
+        fifo = q.keys.get(key)
+        if fifo is None:
+            return
+        want = fifo.wanted()
+        if want != fifo.placed:
+            if fifo.placed is not None:
+                self._unplace(ns, ns.items[fifo.members[fifo.placed]])
+            fifo.placed = want
+            if want is not None:
+                self._place(ns, ns.items[fifo.members[want]])
+        if want is None:
+            del q.keys[key]
+
+    def _placed(self, ns: NodeState, item: Item) -> bool:
+        """Whether *item* is the one of its key in the node's indexes."""
+        if item.ordering_key is None:
+            return True
+        fifo = ns.queue.keys.get(item.ordering_key)
+        return fifo is None or fifo.placed == item.seq
+
+    def _place(self, ns: NodeState, item: Item) -> None:
+        q = ns.queue
         if item.locked_by is not None:
             q.locked[item.item_id] = None
             q.loads[item.locked_by] = q.loads.get(item.locked_by, 0) + 1
@@ -279,8 +339,6 @@ class MemoryState:
             if item.lock_expires_at is not None:
                 self.push_deadline(item)
             return
-        if item.expires_at is not None:
-            self.push_expiry(item)
         if item.available_at is None:
             q.ready.add(item.seq, item.item_id, item.priority)
         else:
@@ -290,9 +348,8 @@ class MemoryState:
             if len(q.delayed) > 2 * q.delayed_live + HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
-    def _unindex(self, ns: NodeState, item: Item) -> None:
+    def _unplace(self, ns: NodeState, item: Item) -> None:
         q = ns.queue
-        q.payload_bytes -= item.payload_size
         if item.locked_by is not None:
             del q.locked[item.item_id]
             left = q.loads[item.locked_by] - 1
@@ -306,8 +363,6 @@ class MemoryState:
             self.locked_total -= 1
             self.subscribers.offer_room(ns, item.locked_by)
             return
-        if item.expires_at is not None:
-            self.expiring_total -= 1
         if not q.ready.discard(item.seq, item.priority) and item.available_at is not None:
             q.delayed_live -= 1
 
@@ -432,6 +487,7 @@ class MemoryState:
             and item.locked_by is None
             and item.available_at == at
             and seq not in ns.queue.ready
+            and self._placed(ns, item)
         )
 
     def _rebuild_delayed(self, ns: NodeState) -> None:

@@ -32,6 +32,7 @@ from xmpp_queue.core.queue.deadlines import (
     retry_available_at,
 )
 from xmpp_queue.core.queue.notices import NoticeBatches
+from xmpp_queue.core.queue.single_active import active_subscription, takes_work
 
 if TYPE_CHECKING:
     from xmpp_queue.core.context import ServiceContext
@@ -73,6 +74,9 @@ class QueueEngine:
         tx, node_id = work.tx, node.node_id
         if await tx.subscriptions.next_with_room(node_id) is None:
             return 0
+        only, room = await self._single_active(work, node)
+        if only is False:
+            return 0
         batches = NoticeBatches(node_id, headline(node.config))
         sent, chunk = 0, 8
         while True:
@@ -84,7 +88,12 @@ class QueueEngine:
                     locked += 1  # progress: it left the ready items
                     continue
                 key = (node_id, item.item_id)
-                sub = await tx.subscriptions.next_with_room(node_id, self._previous_holder.get(key))
+                if isinstance(only, Subscription):
+                    sub: Subscription | None = only if room > 0 else None
+                else:
+                    sub = await tx.subscriptions.next_with_room(
+                        node_id, self._previous_holder.get(key)
+                    )
                 if sub is None:
                     batches.flush(work.effects)
                     return sent
@@ -94,6 +103,7 @@ class QueueEngine:
                 ):
                     continue
                 locked += 1
+                room -= 1
                 self._previous_holder.pop(key, None)
                 self._delivered(work, node, item, sub, batches)
                 sent += 1
@@ -102,6 +112,22 @@ class QueueEngine:
             chunk = min(chunk * 4, 512)
         batches.flush(work.effects)
         return sent
+
+    async def _single_active(
+        self, work: Work, node: Node
+    ) -> tuple[Subscription | bool | None, int]:
+        """On a single-active queue: (the active subscription, its room), or (False, 0)
+        when it has none; elsewhere (None, 0) and dispatch asks the room index.
+        Lists the node's subscriptions: a failover queue has a few standbys."""
+        if not node.config.queue_single_active:
+            return None, 0
+        subs = await work.tx.subscriptions.for_node(node.node_id)
+        loads = await work.tx.items.in_flight(node.node_id)
+        active = active_subscription(subs, loads)
+        if active is None or not takes_work(active):
+            return False, 0
+        room = (active.queue_requests or 0) - loads.get(active.subid, 0)
+        return (active, room) if room > 0 else (False, 0)
 
     def _delivered(
         self, work: Work, node: Node, item: Item, sub: Subscription, batches: NoticeBatches
@@ -149,19 +175,23 @@ class QueueEngine:
         reason: str,
         notify_holder: bool = True,
         not_before: datetime | None = None,
+        at_once: bool = False,
     ) -> bool:
         """A lock ended without an ack: offer the item again, or dead-letter it.
 
         *item* is the snapshot taken while it was still locked. The unlock is
         conditional on the same holder, so a concurrent ack wins cleanly. The item
         is offered again after the node's retry back-off, or at *not_before* if that
-        is later (a worker's delayed unlock).
+        is later (a worker's delayed unlock); *at_once* skips the back-off (a
+        single-active queue's hand-over keeps the items in their order).
         """
         holder_sub, holder_jid = item.locked_by, item.lock_jid
         if holder_sub is None:
             return False
         dead = must_dead_letter(node.config, item.deliveries)
-        available_at = None if dead else retry_available_at(node.config, item.deliveries, work.now)
+        available_at = (
+            None if dead or at_once else retry_available_at(node.config, item.deliveries, work.now)
+        )
         if not dead and not_before is not None and not_before > work.now:
             available_at = max(available_at, not_before) if available_at else not_before
         if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
@@ -236,10 +266,15 @@ class QueueEngine:
     async def release_subscription(
         self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
     ) -> int:
-        """Unlock everything a subscription holds (departure, kick, admin)."""
+        """Unlock everything a subscription holds (departure, kick, admin). On a
+        single-active queue the items are ready again at once, for the next
+        subscriber to take over in order."""
         released = 0
+        at_once = node.config.queue_single_active
         for item in await work.tx.items.locked_by(node.node_id, sub.subid):
-            if await self.requeue(work, node, item, EventKind.UNLOCKED, reason, notify):
+            if await self.requeue(
+                work, node, item, EventKind.UNLOCKED, reason, notify, at_once=at_once
+            ):
                 released += 1
         return released
 

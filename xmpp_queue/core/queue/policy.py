@@ -139,6 +139,7 @@ class QueuePolicy:
                 priority=plan.priority,
                 expires_at=plan.expires_at,
                 available_at=plan.available_at,
+                ordering_key=plan.ordering_key,
             )
         )
         record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)

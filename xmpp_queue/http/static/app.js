@@ -195,7 +195,8 @@ const SUBSCRIBER_SPEC = {
   columns: 5, empty: "no subscriber", rowClass: "subscriber", attr: "data-subid",
   key: (sub) => sub.subid,
   cellClasses: ["jid", "window", "in-flight", "idle", "muted"],
-  texts: (sub) => [sub.jid, sub.queue_requests ?? "–", sub.in_flight, duration(sub.idle_seconds), sub.subid],
+  texts: (sub) => [sub.active ? `${sub.jid} (active)` : sub.jid, sub.queue_requests ?? "–", sub.in_flight,
+    duration(sub.idle_seconds), sub.subid],
 };
 
 const DEAD_SPEC = {
@@ -204,6 +205,12 @@ const DEAD_SPEC = {
   texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.dead_lettered_at || "–", d.size,
     attributes(d.attributes)],
 };
+
+/** The JID of a single-active queue's active subscriber, or "none". */
+function activeJid(q) {
+  const active = q.subscribers.find((sub) => sub.active);
+  return active ? active.jid : "none";
+}
 
 /** An item's attributes (its publisher's SHIM headers) as "k=v, k=v", or "–". */
 function attributes(attrs) {
@@ -251,7 +258,9 @@ async function refreshQueue() {
   const c = q.config;
   document.getElementById("config").textContent =
     `lock timeout ${c.lock_timeout} s · max deliveries ${c.max_deliveries || "no limit"} · ` +
-    `retry delay ${c.retry_delay} s (max ${c.retry_delay_max} s)`;
+    `retry delay ${c.retry_delay} s (max ${c.retry_delay_max} s)` +
+    (c.ordered ? " · ordered by ordering-key" : "") +
+    (c.single_active ? ` · single active consumer: ${activeJid(q)}` : "");
 }
 
 // --- sign in ----------------------------------------------------------------------------
