@@ -463,7 +463,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
     "http": {"listen": _listen, "admin_token": _token, "max_nodes": _integer(1, 10_000)},
 }
 _REQUIRED = {"component": ("jid", "secret")}
-_PASS_THROUGH = ("pipeline",)  # validated by their own modules
+_PASS_THROUGH = ("pipeline", "admin")  # validated by their own modules (admin: the CLI)
 
 
 def _unknown(key: str, known: list[str], what: str) -> ConfigError:
