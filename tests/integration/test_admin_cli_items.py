@@ -18,6 +18,7 @@ from slixmpp.exceptions import IqError
 from tests.integration.conftest import (
     ADMIN_JID,
     PASSWORD,
+    REPO_ROOT,
     ClientFactory,
     ComponentFactory,
     subprocess_env,
@@ -166,3 +167,30 @@ async def test_a_config_without_an_admin_login_is_a_usage_error(tmp_path: Path) 
     config.write_text(config.read_text() + '[admin]\njid = "a@localhost"\npasword = "x"\n')
     code, _, err = await admin(config, "list")
     assert code == 2 and "admin.pasword: unknown key" in err
+
+
+async def test_the_example_publisher_creates_a_queue_with_its_members(
+    component: ComponentFactory, client: ClientFactory, prosody: PrivateProsody
+) -> None:
+    await component()
+    node = unique("members")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(REPO_ROOT / "examples" / "publisher.py"),
+        *("--jid", "pub@localhost", "--password", PASSWORD, "--service", "queue.localhost"),
+        *("--node", node, "--host", prosody.host, "--port", str(prosody.c2s_port), "--plain"),
+        *("--create", "--member", "w4@localhost", "--count", "1"),
+        env=subprocess_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, out.decode(errors="replace")
+    member = await client("w4", resource=unique("w"))
+    inbox = Inbox(member)
+    await subscribe_queue(member, node, 1)
+    await inbox.next(match("item", node))
+    stranger = await client("w5", resource=unique("w"))
+    with pytest.raises(IqError):
+        await subscribe_queue(stranger, node, 1)
