@@ -3,6 +3,8 @@ probes, the dashboard's JSON, the token guard and the actions."""
 
 from __future__ import annotations
 
+import json
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.conftest import TOKEN, Ops
@@ -175,3 +177,34 @@ def test_queue_json_counts_delayed_items_and_shows_attributes() -> None:
     dead = Item("dl", "i", 1, "p@x", "<a/>", now, now, headers={"reason": "expired", "t": "x"})
     assert dead_letter_json(dead)["attributes"] == {"t": "x"}
     assert dead_letter_json(dead)["reason"] == "expired"
+
+
+async def test_the_affiliation_action_lets_a_worker_into_a_whitelisted_queue(ops: Ops) -> None:
+    """Issue 24: new queues are whitelisted; the queue page's action (behind the token,
+    like the others) makes a worker account a member, and the page lists it."""
+    svc = ops.service
+    await _queue(svc)
+    carol = "carol@example.org"
+    body = {"node": "jobs", "jid": carol, "affiliation": "member"}
+    for token in (None, "wrong-token-wrong-token"):
+        status, _ = await ops.post("/api/actions/affiliation", body, token)
+        assert status in (401, 403)
+    status, reply = await ops.post(
+        "/api/actions/affiliation", {**body, "affiliation": "boss"}, TOKEN
+    )
+    assert status == 400 and "one of" in str(reply)
+    status, reply = await ops.post("/api/actions/affiliation", {**body, "jid": "x"}, TOKEN)
+    assert status == 400
+    entries = {e.jid: e.affiliation for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
+    assert carol not in entries  # nothing changed by the refusals
+
+    status, reply = await ops.post("/api/actions/affiliation", body, TOKEN)
+    assert status == 200 and reply["message"] == f"{carol} is now member", reply
+    entries = {e.jid: e.affiliation for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
+    assert entries[carol] is Affiliation.MEMBER
+    _, text = await ops.get("/api/queue?node=jobs")
+    assert {"jid": carol, "affiliation": "member"} in json.loads(text)["affiliations"]
+
+    status, _ = await ops.post("/api/actions/affiliation", {**body, "affiliation": "none"}, TOKEN)
+    assert status == 200
+    assert carol not in {e.jid for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
