@@ -29,6 +29,13 @@ gc = { mode = "generational" }
 c2s_stanza_size_limit = 1024 * 512
 -- component_stanza_size_limit = 1024 * 512  -- raise with bigger payloads
 
+-- High availability (standbys on PostgreSQL): the process that takes the lease
+-- replaces the stream of an old one that hung (paused, cut off) instead of being
+-- refused with "Component already connected" until the old one wakes up. It must
+-- stand here, in the global section: written after a VirtualHost line it would
+-- apply to that host only, and the component would keep the default (kick_new).
+component_conflict_resolve = "kick_old"
+
 ---------- the users' host ----------
 
 VirtualHost "example.org"
@@ -37,8 +44,6 @@ VirtualHost "example.org"
 
 -- The name must equal [component] jid in config.toml,
 -- and the secret [component] secret.
-component_conflict_resolve = "kick_old"
-
 Component "queue.example.org"
 	component_secret = "change-me"
 
@@ -47,8 +52,11 @@ Component "queue.example.org"
 --   component when a worker goes offline, and the component hands its items to
 --   other workers at once instead of waiting for the lock timeout.
 -- * Prosody accepts one connection per component name. Standby processes (high
---   availability on PostgreSQL) do not connect until they hold the lease; the
---   setting below lets the new active process replace the stream of an old one
---   that hung instead of being refused (conflict) until it wakes up.
+--   availability on PostgreSQL) do not connect until they hold the lease;
+--   component_conflict_resolve (global section, above) lets the new active
+--   process replace the stream of an old one that hung instead of being
+--   refused (conflict) until it wakes up. The tests
+--   run this file's global section and component settings (tests/integration),
+--   so a change here that breaks take-over fails them.
 -- * A wrong secret is refused with <not-authorized/>; xmpp-queue then logs one
 --   line (event=handshake_rejected) and exits with status 1 instead of retrying.

@@ -4,7 +4,9 @@
 Publishes ``--count`` items ``{"n": 0}``, ``{"n": 1}``... with up to
 ``--window`` publishes in flight (the publisher waits when the service falls
 behind), then prints their item ids. ``--create`` makes the node a queue first
-(nothing happens if it exists).
+(nothing happens if it exists); new queues are whitelisted, so name the worker
+accounts allowed to take jobs with ``--member`` (repeatable; also for a queue this
+account owns already).
 
 Against the demo (``xmpp-queue demo --serve`` keeps Prosody and the component
 running and writes ``xmpp-queue-demo/connection.json``)::
@@ -15,7 +17,11 @@ running and writes ``xmpp-queue-demo/connection.json``)::
 Against your own server::
 
     python examples/publisher.py --jid app@example.org --password secret \\
-        --service queue.example.org --node jobs --host xmpp.example.org --create
+        --service queue.example.org --node jobs --host xmpp.example.org --create \\
+        --member worker@example.org
+
+An admin lets workers into an existing queue without Python, too:
+``xmpp-queue admin -c config.toml affiliations jobs --set worker@example.org=member``.
 """
 
 from __future__ import annotations
@@ -62,7 +68,9 @@ async def publish(args: argparse.Namespace, source: JobSource) -> int:
         allow_plain=args.allow_plain,
     ) as pub:
         if args.create:
-            created = await pub.create_queue(args.node, lock_timeout=args.lock_timeout)
+            created = await pub.create_queue(
+                args.node, members=args.member, lock_timeout=args.lock_timeout
+            )
             log.info("node=%s %s", args.node, "created" if created else "exists")
         started = time.monotonic()
         futures = [await pub.submit(args.node, payload) for payload in source.payloads()]
@@ -86,6 +94,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=32, help="publishes in flight (32)")
     parser.add_argument("--create", action="store_true", help="create the queue node first")
     parser.add_argument("--lock-timeout", type=int, default=60, help="for --create (60 s)")
+    parser.add_argument(
+        "--member",
+        action="append",
+        default=[],
+        metavar="JID",
+        help="with --create: a worker account (bare JID) allowed to take jobs (repeatable)",
+    )
     return parse_login_args(parser, "publisher")
 
 

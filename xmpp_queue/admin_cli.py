@@ -20,14 +20,21 @@ One sub-command per command the service offers (``ADMIN_COMMANDS`` in
     xmpp-queue admin -j ops@example.org purge jobs --yes
     xmpp-queue admin -j ops@example.org delete-node jobs --yes
     xmpp-queue admin -j ops@example.org status
-    xmpp-queue admin -j ops@example.org --json list     # for scripts
+    xmpp-queue admin -c config.toml consumers jobs
+    xmpp-queue admin -c config.toml peek jobs --max 50 --after 42
+    xmpp-queue admin -c config.toml publish jobs --data '{"n": 1}' --attribute tenant=acme
+    xmpp-queue admin -c config.toml move jobs/dead-letter 42 jobs
+    xmpp-queue admin -c config.toml delete-item jobs 42
+    xmpp-queue admin -c config.toml affiliations jobs --set worker@example.org=member
+    xmpp-queue admin -c config.toml --json list     # for scripts
 
 Connection options are the client library's (``xmpp_queue/client/options.py``,
 shared with the example worker and publisher): ``--connection`` reads the demo's
-connection.json. The password comes from ``-p``, else ``$XMPP_QUEUE_PASSWORD``,
-else a prompt. ``--json`` prints one JSON object: the command's notes and its
-result forms (fields by var; a table's rows by column var), values as the
-service wrote them (strings).
+connection.json; ``-c config.toml`` reads its optional ``[admin]`` section and
+``[component] jid`` (``admin_client.py``). The password comes from ``-p``, else
+``[admin]``, else ``$XMPP_QUEUE_PASSWORD``, else a prompt. ``--json`` prints one
+JSON object with typed values (``admin_output.py``). Output into a closed pipe
+(``| head``) ends quietly.
 
 Exit status: 0 done, 1 the service refused or reported an error, 2 bad usage or
 no connection.
@@ -38,25 +45,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from slixmpp import ClientXMPP, Iq
 from slixmpp.exceptions import IqError, IqTimeout
-from slixmpp.plugins.xep_0004 import Form
 
+from xmpp_queue.admin_cli_items import ITEM_SUBCOMMANDS, add_item_commands, plan_item
+from xmpp_queue.admin_client import AdminClient, UsageError, login_from_config
+from xmpp_queue.admin_output import dumps, print_reply, reply_json, status_of
 from xmpp_queue.client.options import add_login_options, fill_from_connection
 
 COMMANDS_NS = "http://jabber.org/protocol/commands"
 PREFIX = "xmpp-queue#"  # the service's command nodes (xmpp_queue/admin/base.py)
-TIMEOUT = 15.0
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-
-Answers = Sequence[Mapping[str, str | list[str]]]
 
 QUEUE_SETTINGS = {
     "lock_timeout": "pubsub#queue_lock_timeout",
@@ -78,103 +81,9 @@ SUBCOMMANDS = {
     "create-node": "create-node",
     "delete-node": "delete-node",
     "status": "status",
+    **ITEM_SUBCOMMANDS,
 }
 """Sub-command -> the service's command node (without the prefix)."""
-
-
-class AdminClient(ClientXMPP):
-    """An XMPP client that drives the service's admin commands."""
-
-    def __init__(self, jid: str, password: str, *, plain: bool = False) -> None:
-        config = {"feature_mechanisms": {"unencrypted_plain": True}} if plain else {}
-        super().__init__(jid, password, plugin_config=config)
-        if plain:
-            self.enable_starttls = False
-            self.enable_direct_tls = False
-            self.enable_plaintext = True
-        self.register_plugin("xep_0030")  # service discovery: the command list
-        self.register_plugin("xep_0004")  # data forms
-        self.register_plugin("xep_0050")  # ad-hoc commands
-
-    async def start(self, address: tuple[str, int] | None) -> None:
-        """Connect and wait until the session is up (or fail with the reason)."""
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def fail(reason: str) -> Any:
-            def handler(event: Any) -> None:
-                if not ready.done():
-                    ready.set_exception(ConnectionError(f"{reason}: {event}"))
-
-            return handler
-
-        def started(_: Any) -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        self.add_event_handler("session_start", started, disposable=True)
-        self.add_event_handler("failed_all_auth", fail("authentication failed"), disposable=True)
-        self.add_event_handler("connection_failed", fail("cannot connect"), disposable=True)
-        if address:
-            self.connect(*address)
-        else:
-            self.connect()
-        try:
-            await asyncio.wait_for(ready, TIMEOUT)
-        except BaseException:
-            self.cancel_connection_attempt()
-            self.abort()
-            raise
-
-    async def stop(self) -> None:
-        await self.disconnect()
-
-    async def commands(self, service: str) -> list[tuple[str, str]]:
-        """(node, name) of each command the service offers this account."""
-        reply = await self.plugin["xep_0050"].get_commands(service, timeout=TIMEOUT)
-        found = reply.xml.findall("{http://jabber.org/protocol/disco#items}query/*")
-        return [(item.get("node", ""), item.get("name", "")) for item in found]
-
-    async def run(self, service: str, node: str, answers: Answers) -> Iq:
-        """Execute a command and answer its forms in order; returns the last reply.
-
-        Each answer fills the form of one stage; the stage's own actions decide
-        whether it is sent with ``next`` or ``complete``. A stage left unanswered
-        is cancelled, so no session stays open on the service.
-        """
-        adhoc = self.plugin["xep_0050"]
-        reply: Iq = await adhoc.send_command(service, node, timeout=TIMEOUT)
-        for values in answers:
-            command = reply["command"]
-            if command["status"] != "executing":
-                break
-            action = "complete" if "complete" in command["actions"] else "next"
-            reply = await adhoc.send_command(
-                service,
-                node,
-                action=action,
-                sessionid=command["sessionid"],
-                payload=submit(values),
-                timeout=TIMEOUT,
-            )
-        command = reply["command"]
-        if command["status"] == "executing":
-            await adhoc.send_command(
-                service, node, action="cancel", sessionid=command["sessionid"], timeout=TIMEOUT
-            )
-            raise UsageError(f"{node} asked for more input than the command line gave")
-        return reply
-
-
-class UsageError(Exception):
-    """Bad arguments: one line on standard error, exit status 2."""
-
-
-def submit(values: Mapping[str, str | list[str]]) -> Form:
-    form = Form()
-    form["type"] = "submit"
-    for var, value in values.items():
-        form.add_field(var=var, value=value)
-    return form
 
 
 # --- what to run -----------------------------------------------------------------------
@@ -212,6 +121,8 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
     node = PREFIX + SUBCOMMANDS[action]
     if action in ("list", "status"):
         return node, []
+    if action in ITEM_SUBCOMMANDS:
+        return node, plan_item(args, _node(args))
     if action == "details":
         return node, [{"node": _node(args)}]
     if action == "unlock":
@@ -240,88 +151,13 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
     raise UsageError(f"unknown command {action}")
 
 
-# --- printing --------------------------------------------------------------------------
-
-
-def form_json(form: Form) -> dict[str, Any]:
-    """A result form as plain data: fields by var, a table as columns and rows."""
-    out: dict[str, Any] = {"title": form["title"] or None}
-    reported = form.get_reported()
-    if reported:
-        out["columns"] = [{"var": var, "label": f["label"] or var} for var, f in reported.items()]
-        out["rows"] = [{var: row.get(var) for var in reported} for row in form.get_items()]
-        return out
-    fields: dict[str, Any] = {}
-    for var, field in form.get_fields().items():
-        if field["type"] == "fixed" or not var:
-            continue
-        fields[var] = field.get_value(convert=False)
-    out["fields"] = fields
-    return out
-
-
-def reply_json(node: str, reply: Iq) -> dict[str, Any]:
-    command = reply["command"]
-    return {
-        "command": node,
-        "status": command["status"],
-        "notes": [{"type": level, "text": text} for level, text in command["notes"]],
-        "forms": [form_json(f) for f in command["substanzas"] if isinstance(f, Form)],
-    }
-
-
-def status_of(reply: Iq) -> int:
-    return EXIT_REFUSED if any(level == "error" for level, _ in reply["command"]["notes"]) else 0
-
-
-def print_reply(reply: Iq) -> None:
-    """Print the notes and result forms of a completed command."""
-    for level, text in reply["command"]["notes"]:
-        print(f"{level}: {text}")
-    for item in reply["command"]["substanzas"]:
-        if isinstance(item, Form):
-            print()
-            print_form(item)
-
-
-def print_form(form: Form) -> None:
-    if form["title"]:
-        print(form["title"])
-        print("=" * len(form["title"]))
-    reported = form.get_reported()
-    if reported:
-        columns = [(var, field["label"] or var) for var, field in reported.items()]
-        rows = [[str(row.get(var) or "") for var, _ in columns] for row in form.get_items()]
-        print_table([label for _, label in columns], rows)
-        return
-    for field in form.get_fields().values():
-        value = field.get_value(convert=False)
-        if field["type"] == "fixed":
-            print(f"\n{value or ''}")
-        elif isinstance(value, list):
-            print(f"{field['label'] or field['var']}:")
-            for line in value or ["(none)"]:
-                print(f"  {line}")
-        else:
-            print(f"{field['label'] or field['var']}: {value if value is not None else ''}")
-
-
-def print_table(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    if not rows:
-        print("(no rows)")
-
-
 # --- command line ----------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The shared login options, --json, and one sub-command per admin command."""
     add_login_options(parser, "admin")
+    parser.add_argument("-c", "--config", help="config.toml: its [admin] login and [component] jid")
     parser.add_argument("--json", action="store_true", help="print one JSON object (scripts)")
     sub = parser.add_subparsers(dest="action", required=True, metavar="COMMAND")
 
@@ -358,6 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = command(name, f"{what} (asks for --yes)", "the node")
         p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     command("status", "version, uptime, database and counts")
+    add_item_commands(command)
     command("commands", "the commands this account may run")
 
 
@@ -384,7 +221,9 @@ def _address(args: argparse.Namespace) -> tuple[str, int] | None:
 
 
 def _normalise(args: argparse.Namespace) -> None:
-    """Fill the login from --connection; the legacy flags; defaults from the JID."""
+    """Fill the login from -c or --connection; the legacy flags; defaults from the JID."""
+    if getattr(args, "config", None):
+        login_from_config(args)
     host, port = args.host, args.port
     fill_from_connection(args, "admin")
     if not args.connection:
@@ -397,7 +236,9 @@ def _normalise(args: argparse.Namespace) -> None:
 async def run(args: argparse.Namespace) -> int:
     _normalise(args)
     if not args.jid:
-        raise UsageError("give --jid (an admin's JID) or --connection")
+        raise UsageError(
+            "give --jid (an admin's JID), -c config.toml with [admin], or --connection"
+        )
     if args.action != "commands":
         node, answers = plan(args)  # usage errors before any connection
     logging.basicConfig(level=logging.DEBUG if args.level == logging.DEBUG else logging.ERROR)
@@ -412,14 +253,14 @@ async def run(args: argparse.Namespace) -> int:
         if args.action == "commands":
             found = await xmpp.commands(service)
             if args.json:
-                print(json.dumps([{"node": n, "name": name} for n, name in found], indent=2))
+                print(dumps([{"node": n, "name": name} for n, name in found]))
             else:
                 for n, name in found:
                     print(f"{n:28} {name}")
             return EXIT_OK
         reply = await xmpp.run(service, node, answers)
         if args.json:
-            print(json.dumps(reply_json(node, reply), indent=2))
+            print(dumps(reply_json(node, reply)))
         else:
             print_reply(reply)
         return status_of(reply)
@@ -427,7 +268,7 @@ async def run(args: argparse.Namespace) -> int:
         error = exc.iq["error"]
         if args.json:
             body = {"condition": error["condition"], "type": error["type"], "text": error["text"]}
-            print(json.dumps({"error": body}))
+            print(dumps({"error": body}))
         print(f"error: {error['condition']} ({error['type']}): {error['text']}", file=sys.stderr)
         return EXIT_REFUSED
     except IqTimeout:
@@ -459,3 +300,9 @@ def run_args(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `| head` closed the pipe: stop quietly. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise (and print) again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

@@ -185,6 +185,7 @@ async def _serve_term(
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.storage.store import StateStore
     from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
+    from xmpp_queue.xmpp.requests import canonical_payload_text
 
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
@@ -229,6 +230,7 @@ async def _serve_term(
             settings.database.url,
             send_effects=send_effects,
             on_redrive=metrics.redrive_done if metrics is not None else None,
+            read_payload=canonical_payload_text,
         )
         if observed is not None:
             try:

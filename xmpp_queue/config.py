@@ -333,6 +333,12 @@ def _database_url(key: str, value: object) -> str:
         raise ConfigError(
             key, f"expected a sqlite:///PATH or postgresql://USER@HOST/DB URL, got {shown}"
         )
+    rest = text[match.end() :]
+    if match["backend"].lower() == "sqlite" and not rest.startswith("/"):
+        # sqlite://x names a host, which SQLite has not: migrate would fail later.
+        raise ConfigError(
+            key, "a SQLite URL has three slashes: sqlite:///relative.db or sqlite:////abs/path.db"
+        )
     return text
 
 
@@ -482,7 +488,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
     },
 }
 _REQUIRED = {"component": ("jid", "secret")}
-_PASS_THROUGH = ("pipeline",)  # validated by their own modules
+_PASS_THROUGH = ("pipeline", "admin")  # validated by their own modules (admin: the CLI)
 
 
 def _unknown(key: str, known: list[str], what: str) -> ConfigError:

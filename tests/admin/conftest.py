@@ -26,6 +26,7 @@ from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
+from xmpp_queue.xmpp.requests import canonical_payload_text
 
 SERVICE = "queue.example.org"
 ADMIN = "admin@example.org/console"
@@ -355,6 +356,7 @@ async def transcript(
         send_effects=t.record_effects,
         session_ttl=600,
         monotonic=monotonic,
+        read_payload=canonical_payload_text,
     ).install()
     t.handshake_accepted()  # after install, as in the app: the plugin's session_bind runs
     yield t

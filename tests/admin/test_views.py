@@ -32,8 +32,34 @@ DETAILS = "xmpp-queue#details"
 STATUS = "xmpp-queue#status"
 
 
-def rows(form: object) -> list[dict[str, str]]:
-    return [{k: v or "" for k, v in item.items()} for item in form.get_items()]  # type: ignore[attr-defined]
+def rows(form: object) -> list[dict[str, object]]:
+    """Each ``<item/>`` as var -> value, a list for the reported ``text-multi`` columns."""
+    x = "{jabber:x:data}"
+    reported = form.xml.find(f"{x}reported")  # type: ignore[attr-defined]
+    multi = {f.get("var") for f in reported if f.get("type") == "text-multi"}
+    out = []
+    for item in form.xml.findall(f"{x}item"):  # type: ignore[attr-defined]
+        row: dict[str, object] = {}
+        for f in item.findall(f"{x}field"):
+            found = [v.text or "" for v in f.findall(f"{x}value")]
+            row[f.get("var")] = found if f.get("var") in multi else (found[0] if found else "")
+        out.append(row)
+    return out
+
+
+def tables(reply: object) -> dict[str, list[dict[str, object]]]:
+    """The reply's tables by the name in their hidden ``table`` field."""
+    return {values(f)["table"][0]: rows(f) for f in forms(reply) if "table" in values(f)}
+
+
+def datatypes(form: object) -> dict[str, str]:
+    """Column or field var -> its XEP-0122 datatype."""
+    found = {}
+    for f in form.xml.iter("{jabber:x:data}field"):  # type: ignore[attr-defined]
+        v = f.find("{http://jabber.org/protocol/xdata-validate}validate")
+        if v is not None:
+            found[f.get("var")] = v.get("datatype")
+    return found
 
 
 async def test_overview_is_a_reported_table_of_every_queue(
@@ -61,7 +87,7 @@ async def test_overview_is_a_reported_table_of_every_queue(
         "delayed",
         "in_flight",
         "subscribers",
-        "oldest_waiting",
+        "oldest_waiting_seconds",
         "dead_letters",
         "acks_last_hour",
         "redeliveries_last_hour",
@@ -74,12 +100,15 @@ async def test_overview_is_a_reported_table_of_every_queue(
         "delayed": "0",
         "in_flight": "1",
         "subscribers": "1",
-        "oldest_waiting": "1m 15s",
+        "oldest_waiting_seconds": "75",
         "dead_letters": "1",
         "acks_last_hour": "1",
         "redeliveries_last_hour": "2",
     }
-    assert mail["node"] == "mail" and mail["oldest_waiting"] == "-"
+    assert mail["node"] == "mail" and mail["oldest_waiting_seconds"] == ""
+    types = datatypes(table)
+    assert (types["backlog"], types["oldest_waiting_seconds"]) == ("xs:integer", "xs:decimal")
+    assert values(table)["table"] == ["queues"]
     assert note(reply) == "2 queue(s): 1 waiting, 1 in flight, 1 dead letter(s)."
 
 
@@ -102,11 +131,12 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     reply = await transcript.step(first, fields={"node": "jobs"})
     shown = values(form_of(reply))
     assert (shown["backlog"], shown["delayed"]) == (["1"], ["1"])
-    (lock,) = shown["locks"]
-    assert lock.startswith("now | ") and lock.endswith(" | tenant=beta, k=v")
-    (letter,) = shown["dead_letters"]
-    assert letter.startswith("poison | ") and letter.endswith(" | tenant=acme")
-    assert "origin-node" not in letter
+    found = tables(reply)
+    (lock,) = found["locks"]
+    assert (lock["item"], lock["attributes"]) == ("now", ["tenant=beta", "k=v"])
+    (letter,) = found["dead_letters"]
+    assert (letter["item"], letter["attributes"]) == ("poison", ["tenant=acme"])
+    assert letter["deliveries"] == "1"
     assert note(reply).startswith("'jobs': 1 waiting (1 delayed), 1 locked")
 
 
@@ -159,14 +189,20 @@ async def test_details_picks_a_queue_then_shows_config_subscribers_and_locks(
     queue_vars = [f.var for f in NODE_CONFIG_FIELDS if f.queue_only]
     assert set(queue_vars) <= set(shown)
     assert shown["pubsub#queue_lock_timeout"] == ["300"]
-    assert sorted(shown["subscribers"]) == [
-        f"alice@example.org/a | {alice} | 2 | 2 | 1m 00s ago",
-        f"bob@example.org/b | {bob} | 1 | 1 | 1m 00s ago",
+    found = tables(reply)
+    subscribers = sorted(found["subscribers"], key=lambda r: str(r["jid"]))
+    assert [(r["jid"], r["subid"], r["queue_requests"], r["in_flight"]) for r in subscribers] == [
+        ("alice@example.org/a", alice, "2", "2"),
+        ("bob@example.org/b", bob, "1", "1"),
     ]
-    locks = shown["locks"]
+    assert {r["idle_seconds"] for r in subscribers} == {"60"}
+    locks = found["locks"]
     assert len(locks) == 3
-    assert all("1m 00s ago | in 4m 00s | 1" in line for line in locks)
-    assert {line.split(" | ")[1] for line in locks} == {"alice@example.org/a", "bob@example.org/b"}
+    assert {(r["locked_at"], r["expires_at"], r["expires_in_seconds"]) for r in locks} == {
+        ("2026-01-01T12:00:00.000Z", "2026-01-01T12:05:00.000Z", "240")
+    }
+    assert {r["holder"] for r in locks} == {"alice@example.org/a", "bob@example.org/b"}
+    assert found["dead_letters"] == []
     assert note(reply) == "'jobs': 1 waiting (0 delayed), 3 locked, 2 subscriber(s)."
 
 
@@ -224,8 +260,9 @@ async def test_status_shows_version_uptime_redacted_database_and_counts(
     assert form["type"] == "result"
     shown = values(form)
     assert shown["version"] == [__version__]
-    assert shown["uptime"] == ["1h 02m"]
-    assert shown["started"] == ["2026-01-01T12:00:00Z"]
+    assert shown["uptime_seconds"] == ["3725"]
+    assert shown["started"] == ["2026-01-01T12:00:00.000Z"]
+    assert datatypes(form)["started"] == "xs:dateTime"
     assert shown["database"] == ["postgresql+asyncpg://queue:***@db.example.org:5432/queue"]
     assert "hunter2" not in str(reply)
     assert (shown["nodes"], shown["queues"], shown["items"]) == (["2"], ["1"], ["2"])

@@ -3,6 +3,8 @@ probes, the dashboard's JSON, the token guard and the actions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -224,3 +226,34 @@ async def test_metrics_count_delayed_and_deduplicated_items(ops: Ops) -> None:
     assert value(text, "xmpp_queue_waiting", node="jobs") == 2
     assert value(text, "xmpp_queue_delayed", node="jobs") == 1
     assert value(text, "xmpp_queue_deduplicated_total", node="jobs") == 1
+
+
+async def test_the_affiliation_action_lets_a_worker_into_a_whitelisted_queue(ops: Ops) -> None:
+    """Issue 24: new queues are whitelisted; the queue page's action (behind the token,
+    like the others) makes a worker account a member, and the page lists it."""
+    svc = ops.service
+    await _queue(svc)
+    carol = "carol@example.org"
+    body = {"node": "jobs", "jid": carol, "affiliation": "member"}
+    for token in (None, "wrong-token-wrong-token"):
+        status, _ = await ops.post("/api/actions/affiliation", body, token)
+        assert status in (401, 403)
+    status, reply = await ops.post(
+        "/api/actions/affiliation", {**body, "affiliation": "boss"}, TOKEN
+    )
+    assert status == 400 and "one of" in str(reply)
+    status, reply = await ops.post("/api/actions/affiliation", {**body, "jid": "x"}, TOKEN)
+    assert status == 400
+    entries = {e.jid: e.affiliation for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
+    assert carol not in entries  # nothing changed by the refusals
+
+    status, reply = await ops.post("/api/actions/affiliation", body, TOKEN)
+    assert status == 200 and reply["message"] == f"{carol} is now member", reply
+    entries = {e.jid: e.affiliation for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
+    assert entries[carol] is Affiliation.MEMBER
+    _, text = await ops.get("/api/queue?node=jobs")
+    assert {"jid": carol, "affiliation": "member"} in json.loads(text)["affiliations"]
+
+    status, _ = await ops.post("/api/actions/affiliation", {**body, "affiliation": "none"}, TOKEN)
+    assert status == 200
+    assert carol not in {e.jid for e in await svc.get_node_affiliations(SYSTEM, "jobs")}

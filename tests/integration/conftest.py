@@ -1,7 +1,9 @@
 """Integration fixtures: real XMPP servers, the component as users run it, real clients.
 
 - ``prosody`` / ``ejabberd``: one private server per test session (loopback,
-  free ports, own config and data), with the component ``queue.localhost``
+  free ports, own config and data), running the component settings of the
+  shipped examples (``examples/prosody.cfg.lua``, ``examples/ejabberd.yml``),
+  with the component ``queue.localhost``
   (and a spare ``spare.localhost``) and the users pub, w1..w5, admin, alice,
   bob (password "pass"). ``xmpp_server`` is the same, parametrised over both,
   for tests that must hold on either server.
@@ -41,6 +43,7 @@ from slixmpp import ClientXMPP
 import xmpp_queue
 from tests.conftest import missing
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody, ServerError, ServerNotInstalled
+from xmpp_queue.servers.shipped import read_ejabberd_listener, read_prosody_example
 
 DOMAIN = "localhost"
 COMPONENT_JID = "queue.localhost"
@@ -57,6 +60,8 @@ CONNECTED_LINE = f"event=connected jid={COMPONENT_JID}"
 START_TIMEOUT = 30.0  # a cold start on a busy 2-core machine imports slixmpp, lxml, SQLAlchemy
 LOGIN_TIMEOUT = 15.0
 REPO_ROOT = Path(xmpp_queue.__file__).resolve().parent.parent
+PROSODY_EXAMPLE = REPO_ROOT / "examples" / "prosody.cfg.lua"
+EJABBERD_EXAMPLE = REPO_ROOT / "examples" / "ejabberd.yml"
 
 
 class XmppServer(Protocol):
@@ -112,7 +117,14 @@ def _start(server: PrivateProsody | PrivateEjabberd, name: str) -> None:
 
 @pytest.fixture(scope="session")
 def prosody() -> Iterator[PrivateProsody]:
-    server = PrivateProsody(COMPONENTS, dict.fromkeys(USERS, PASSWORD), domain=DOMAIN)
+    """Runs the shipped example's global and component settings (high availability
+    depends on them: a broken example fails the take-over tests)."""
+    server = PrivateProsody(
+        COMPONENTS,
+        dict.fromkeys(USERS, PASSWORD),
+        domain=DOMAIN,
+        example=read_prosody_example(PROSODY_EXAMPLE),
+    )
     _start(server, "prosody")
     yield server
     server.stop()
@@ -120,7 +132,13 @@ def prosody() -> Iterator[PrivateProsody]:
 
 @pytest.fixture(scope="session")
 def ejabberd() -> Iterator[PrivateEjabberd]:
-    server = PrivateEjabberd(COMPONENTS, dict.fromkeys(USERS, PASSWORD), domain=DOMAIN)
+    """Its component listener takes the shipped example's options (global_routes)."""
+    server = PrivateEjabberd(
+        COMPONENTS,
+        dict.fromkeys(USERS, PASSWORD),
+        domain=DOMAIN,
+        service_options=read_ejabberd_listener(EJABBERD_EXAMPLE),
+    )
     _start(server, "ejabberd")
     yield server
     server.stop()

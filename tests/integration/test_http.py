@@ -114,12 +114,13 @@ async def test_metrics_match_the_admin_list_command(
     await inbox.next(match("item", node, "i2"))
 
     listed = await admin_json(prosody, "list")
-    rows = {r["node"]: r for r in listed["forms"][0]["rows"]}
+    rows = {r["node"]: r for r in listed["tables"]["queues"]}
     row = rows[node]
     status, text = await fetch(base, "/metrics")
     assert status == 200
 
-    assert metric(text, "xmpp_queue_waiting", node=node) == int(row["backlog"]) == 3
+    assert metric(text, "xmpp_queue_waiting", node=node) == row["backlog"] == 3
+    assert isinstance(row["oldest_waiting_seconds"], float | int)
     assert metric(text, "xmpp_queue_in_flight", node=node) == int(row["in_flight"]) == 2
     assert metric(text, "xmpp_queue_dead_letters", node=node) == int(row["dead_letters"]) == 0
     assert metric(text, "xmpp_queue_subscribers", node=node) == int(row["subscribers"]) == 1
@@ -197,9 +198,11 @@ async def test_admin_cli_runs_each_command_with_json(
     await publish(pub, node, "a")
     await inbox.next(match("item", node, "a"))
     details = await admin_json(prosody, "details", node)
-    fields = details["forms"][0]["fields"]
-    assert fields["pubsub#queue_lock_timeout"] == "120"
-    assert fields["locks"][0].startswith(f"a | {worker.boundjid.full}")
+    fields = details["fields"]
+    assert fields["pubsub#queue_lock_timeout"] == 120
+    (lock,) = details["tables"]["locks"]
+    assert (lock["item"], lock["holder"], lock["deliveries"]) == ("a", worker.boundjid.full, 1)
+    assert details["tables"]["dead_letters"] == []
 
     code, out, err = await admin_cli(prosody, "--json", "details", unique("ghost"))
     assert code == 1 and json.loads(out)["error"]["condition"] == "bad-request"
@@ -217,6 +220,6 @@ async def test_admin_cli_runs_each_command_with_json(
     deleted = await admin_json(prosody, "delete-node", node, "--yes")
     assert "Deleted node" in deleted["notes"][0]["text"]
     status = await admin_json(prosody, "status")
-    assert int(status["forms"][0]["fields"]["nodes"]) >= 1
+    assert status["fields"]["nodes"] >= 1
     commands = await admin_json(prosody, "commands")
     assert {c["node"] for c in commands} == {c.node for c in ADMIN_COMMANDS}

@@ -173,3 +173,22 @@ async def test_a_component_with_a_wrong_secret_is_refused(
     intruder = RawComponent(xmpp_server, accounts.spare_jid, accounts.spare_secret + "-wrong")
     raw_components.append(intruder)
     assert await intruder.session() != "ok"
+
+
+async def test_the_shipped_prosody_example_lets_a_new_stream_replace_a_hung_one(
+    prosody: XmppServer, accounts: Any, raw_components: list[RawComponent]
+) -> None:
+    """High availability needs it: a standby that took the lease must replace the
+    stream of an old process that hangs (examples/prosody.cfg.lua, which the
+    session's Prosody runs, sets component_conflict_resolve globally)."""
+    old = RawComponent(prosody, accounts.spare_jid, accounts.spare_secret)
+    raw_components.append(old)
+    assert await old.session() == "ok"
+    replaced: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    old.xmpp.add_event_handler(
+        "disconnected", lambda _: replaced.done() or replaced.set_result(None)
+    )
+    new = RawComponent(prosody, accounts.spare_jid, accounts.spare_secret)
+    raw_components.append(new)
+    assert await new.session() == "ok"
+    await asyncio.wait_for(replaced, TIMEOUT)

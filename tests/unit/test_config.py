@@ -225,6 +225,14 @@ def test_a_bad_database_url_is_named_without_echoing_its_password() -> None:
     assert "hunter2" not in str(error)
 
 
+@pytest.mark.parametrize("url", ["sqlite://x", "sqlite://host/x.db", "sqlite+aiosqlite://x"])
+def test_a_sqlite_url_with_two_slashes_is_refused_before_migrate(url: str) -> None:
+    """Issue 24: sqlite://x passed check-config, then migrate failed with exit 1."""
+    error = error_of(MINIMAL + f'[database]\nurl = "{url}"\n')
+    assert error.key == "database.url"
+    assert "three slashes" in str(error)
+
+
 @pytest.mark.parametrize(
     "url",
     [

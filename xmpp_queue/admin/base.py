@@ -33,12 +33,18 @@ QUEUE_FIELDS = tuple(f for f in NODE_CONFIG_FIELDS if f.queue_only)
 RedriveObserver = Callable[[str, int], None]
 """Told (queue node, items moved) after a redrive: the metrics' redriven counter."""
 
+PayloadReader = Callable[[str], tuple[str, int]]
+"""XML text -> (the payload as the service stores it, its size), or a domain error:
+the XMPP glue's reader, handed in by the composition root (the admin commands
+may not import the glue)."""
+
 
 @dataclass(frozen=True, slots=True)
 class AdminContext:
     service: PubSubService
     database_url: str | None = None
     on_redrive: RedriveObserver | None = None
+    read_payload: PayloadReader | None = None
 
     def now(self) -> datetime:
         return self.service.clock()

@@ -36,7 +36,7 @@ from slixmpp.plugins.xep_0030 import DiscoInfo, DiscoItems
 from slixmpp.plugins.xep_0050 import Command
 from slixmpp.xmlstream import StanzaBase
 
-from xmpp_queue.admin.base import AdminCommand, AdminContext, RedriveObserver
+from xmpp_queue.admin.base import AdminCommand, AdminContext, PayloadReader, RedriveObserver
 from xmpp_queue.admin.errors import (
     COMMANDS_NS,
     bad_action,
@@ -47,6 +47,14 @@ from xmpp_queue.admin.errors import (
     unavailable,
 )
 from xmpp_queue.admin.flow import RawSession, as_first_handler, collecting_effects
+from xmpp_queue.admin.item_levers import (
+    DeleteItem,
+    MoveItem,
+    PeekItems,
+    PublishItem,
+    QueueConsumers,
+)
+from xmpp_queue.admin.member_levers import NodeAffiliations
 from xmpp_queue.admin.node_levers import CreateNode, DeleteNode, PurgeQueue
 from xmpp_queue.admin.queue_levers import (
     ConfigureQueue,
@@ -67,6 +75,12 @@ log = logging.getLogger("xmpp_queue.admin")
 ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
     QueueOverview,
     QueueDetailsCommand,
+    QueueConsumers,
+    PeekItems,
+    PublishItem,
+    MoveItem,
+    DeleteItem,
+    NodeAffiliations,
     PurgeQueue,
     UnlockItems,
     RedriveDeadLetters,
@@ -93,6 +107,7 @@ def register_admin_commands(
     send_effects: EffectSender | None = None,
     session_ttl: float = 900.0,
     on_redrive: RedriveObserver | None = None,
+    read_payload: PayloadReader | None = None,
 ) -> None:
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
@@ -101,6 +116,7 @@ def register_admin_commands(
     component's ``send_effects(effects)`` or ``send_outcome(None, effects)``.
     *database_url* is shown by "Service status" with its password masked.
     *on_redrive* is told (queue node, items moved) after each redrive (metrics).
+    *read_payload* checks and canonicalises the payload "Publish an item" is given.
     """
     AdminCommandSet(
         component,
@@ -110,6 +126,7 @@ def register_admin_commands(
         send_effects=send_effects,
         session_ttl=session_ttl,
         on_redrive=on_redrive,
+        read_payload=read_payload,
     ).install()
 
 
@@ -127,6 +144,7 @@ class AdminCommandSet:
         session_ttl: float = 900.0,
         monotonic: Callable[[], float] = time.monotonic,
         on_redrive: RedriveObserver | None = None,
+        read_payload: PayloadReader | None = None,
     ) -> None:
         self.component = component
         self.service = service
@@ -135,7 +153,7 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(service, database_url, on_redrive)
+        context = AdminContext(service, database_url, on_redrive, read_payload)
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property

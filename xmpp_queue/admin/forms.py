@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from slixmpp import JID
 from slixmpp.jid import InvalidJID
@@ -114,15 +115,87 @@ def add_result(form: Form, var: str, label: str, value: str | Sequence[str]) -> 
         add_field(form, var=var, ftype="text-multi", label=label, value=list(value))
 
 
+# --- typed results -----------------------------------------------------------------
+#
+# Values in forms are strings; scripts need numbers, times and lists. Every value a
+# result shows is written in its machine form with its XEP-0122 datatype, so that
+# any client can type it back (the admin CLI's --json does): counts are
+# xs:integer, seconds xs:decimal (vars ending in ``_seconds``), instants
+# xs:dateTime (XEP-0082, UTC), flags xs:boolean, an item's attributes
+# ``x:attributes`` (one ``name=value`` per line). Empty means "none" (null).
+
+INTEGER, SECONDS, TIME, BOOLEAN, ATTRIBUTES = (
+    "xs:integer",
+    "xs:decimal",
+    "xs:dateTime",
+    "xs:boolean",
+    "x:attributes",
+)
+TABLE_VAR = "table"
+"""A hidden field naming what a table's rows are (``locks``, ``subscribers``...)."""
+
+Cell = str | int | float | bool | datetime | Mapping[str, str] | Sequence[str] | None
+
+
+def machine_text(value: Cell) -> str | list[str]:
+    """A value as a form carries it (see above)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return [f"{k}={v}" for k, v in value.items()]
+    return list(value)
+
+
+def _validate(field: FormField, datatype: str | None) -> None:
+    if datatype:
+        ET.SubElement(field.xml, f"{{{XDATA_VALIDATE_NS}}}validate", {"datatype": datatype})
+
+
+def add_typed(
+    form: Form, var: str, label: str, value: Cell, datatype: str | None = None
+) -> FormField:
+    """A result field: its machine text, its datatype, one line or several."""
+    text = machine_text(value)
+    kind = "text-multi" if isinstance(text, list) else "text-single"
+    field = add_field(form, var=var, ftype=kind, label=label, value=text)
+    _validate(field, datatype)
+    return field
+
+
+Column = tuple[str, str, str | None]
+"""(var, label, XEP-0122 datatype or None for text)."""
+
+
 def table(
-    title: str, columns: Sequence[tuple[str, str]], rows: Iterable[Mapping[str, str]]
+    title: str,
+    columns: Sequence[tuple[str, str] | Column],
+    rows: Iterable[Mapping[str, Cell]],
+    name: str | None = None,
 ) -> Form:
-    """A ``result`` form with a ``<reported/>`` header and one ``<item/>`` per row."""
+    """A ``result`` form with a ``<reported/>`` header and one ``<item/>`` per row;
+    *name* (a hidden field) says what the rows are when a reply holds several."""
     form = new_form(title, kind="result")
-    for var, label in columns:
-        form.add_reported(var, ftype="text-single", label=label)  # type: ignore[no-untyped-call]
+    if name:
+        add_field(form, var=TABLE_VAR, ftype="hidden", value=name)
+    specs = [(c[0], c[1], c[2] if len(c) > 2 else None) for c in columns]
+    for var, label, datatype in specs:
+        multi = datatype == ATTRIBUTES
+        field = form.add_reported(  # type: ignore[no-untyped-call]
+            var, ftype="text-multi" if multi else "text-single", label=label
+        )
+        _validate(field, datatype)
     for row in rows:
-        form.add_item(dict(row))  # type: ignore[no-untyped-call]
+        form.add_item({var: machine_text(row.get(var)) for var, _, _ in specs})  # type: ignore[no-untyped-call]
     return form
 
 

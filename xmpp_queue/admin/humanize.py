@@ -71,3 +71,9 @@ def attributes_text(headers: Mapping[str, str]) -> str:
     (``-`` for none); the service's own headers (``delivery-attempt``...) left out."""
     pairs = [f"{k}={v}" for k, v in headers.items() if k not in RESERVED]
     return ", ".join(pairs) or "-"
+
+
+def attributes_of(headers: Mapping[str, str]) -> dict[str, str]:
+    """An item's attributes as its publisher gave them (the service's own headers,
+    ``delivery-attempt``..., left out)."""
+    return {k: v for k, v in headers.items() if k not in RESERVED}

@@ -780,5 +780,10 @@ class PubSubService:
     ) -> Outcome[int]:
         return await self.admin.redrive(actor, dead_letter_node, limit)
 
+    async def move_item(
+        self, actor: Actor, node: str, item_id: str, target: str, target_item_id: str | None = None
+    ) -> Outcome[str]:
+        return await self.admin.move_item(actor, node, item_id, target, target_item_id)
+
     async def status(self, actor: Actor) -> ServiceStatus:
         return await self.admin.status(actor)

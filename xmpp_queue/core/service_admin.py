@@ -22,8 +22,15 @@ from typing import TYPE_CHECKING
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.context import ServiceContext
 from xmpp_queue.core.effects import Outcome, SubscriptionNotice, headline
-from xmpp_queue.core.errors import BadRequest, Forbidden, ItemNotFound, NodeFull, NotAQueue
-from xmpp_queue.core.ledger import EventKind
+from xmpp_queue.core.errors import (
+    BadRequest,
+    Forbidden,
+    ItemLockedByOther,
+    ItemNotFound,
+    NodeFull,
+    NotAQueue,
+)
+from xmpp_queue.core.ledger import EventKind, record
 from xmpp_queue.core.model import Actor, Node, SubscriptionState
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.single_active import single_active_subid
@@ -212,6 +219,41 @@ class AdminLevers:
                 await self._types.arrived(w, origin, back)
                 moved += 1
             return moved
+
+        return await self._run(op)
+
+    async def move_item(
+        self, actor: Actor, node: str, item_id: str, target: str, target_item_id: str | None = None
+    ) -> Outcome[str]:
+        """Move one item to another node in one store step (as redrive does): it is
+        in exactly one of the two afterwards, whatever fails. Refused, changing
+        nothing: a locked item (unlock it first: its holder may be about to ack),
+        an id the target holds already, a target queue with no room. Dead-letter
+        headers stay behind and the item arrives with a fresh delivery count; a
+        queue it leaves records it as retracted, a queue it enters as published."""
+        self._require_admin(actor)
+
+        async def op(w: Work) -> str:
+            source = await self._ctx.node(w, node)
+            into = await self._ctx.node(w, target)
+            if source.node_id == into.node_id:
+                raise BadRequest("the item is in that node already")
+            item = await w.tx.items.get(node, item_id)
+            if item is None:
+                raise ItemNotFound(node, item_id)
+            if item.locked_by is not None:
+                raise ItemLockedByOther(node, item_id)
+            new_id = target_item_id or item_id
+            if await w.tx.items.get(into.node_id, new_id) is not None:
+                raise BadRequest(f"{into.node_id} holds an item {new_id} already")
+            self._types.of(into).check_room(into, await w.tx.items.count(into.node_id))
+            if self._types.of(source) is self._types.queue:
+                record(w.tx.ledger, w.now, EventKind.RETRACTED, item, "admin")
+            headers = {k: v for k, v in item.headers.items() if k not in DEAD_LETTER_HEADERS}
+            moved = await w.tx.items.move(node, item_id, into.node_id, new_id, headers, w.now)
+            await self._types.arrived(w, into, moved)
+            log.info("event=item_moved node=%s item=%s to=%s", node, item_id, into.node_id)
+            return new_id
 
         return await self._run(op)
 

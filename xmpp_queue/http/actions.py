@@ -1,4 +1,4 @@
-"""The dashboard's admin actions: unlock, purge, redrive, behind a token.
+"""The dashboard's admin actions: unlock, purge, redrive, affiliation, behind a token.
 
 Who may act: whoever sends ``Authorization: Bearer <[http] admin_token>``. The
 token travels in a header (the page keeps it in the tab's sessionStorage), never
@@ -13,7 +13,9 @@ make (``force_unlock``, ``purge_node``, ``redrive``), with the same guards in
 the service (a node that is no queue, an item that is not locked ...). Their
 notifications leave through the component's ordered sender, like the admin
 commands' do: a forced unlock tells the holder, and the item goes to the next
-worker.
+worker. ``affiliation`` ({node, jid, affiliation}; ``none`` removes) is the
+XEP-0050 "Node affiliations" command's call (``set_node_affiliations``): how an
+operator lets a worker account into a whitelisted queue.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from xmpp_queue.core.effects import Effect, Outcome
 from xmpp_queue.core.errors import PubSubError
-from xmpp_queue.core.model import SYSTEM
+from xmpp_queue.core.model import SYSTEM, Affiliation
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.service import PubSubService
 
@@ -100,6 +102,8 @@ class DashboardActions:
             result = ActionResult(action, node, removed, f"purged {removed} item(s)")
         elif action == "redrive":
             result = await self._redrive(node, body.get("count"))
+        elif action == "affiliation":
+            result = await self._affiliation(node, body)
         else:
             raise Refused(404, f"no action '{action}'")
         log.info("event=dashboard_action action=%s node=%s count=%d", action, node, result.count)
@@ -127,6 +131,21 @@ class DashboardActions:
             self._on_redrive(node, moved)
         return ActionResult("redrive", node, moved, f"moved {moved} item(s) back from {source}")
 
+    async def _affiliation(self, node: str, body: dict[str, Any]) -> ActionResult:
+        jid = _text(body, "jid", required=True)
+        raw = _text(body, "affiliation", required=True)
+        assert jid is not None and raw is not None
+        if "@" not in jid or "/" in jid or " " in jid:
+            raise Refused(400, "'jid' must be a bare JID (user@domain)")
+        try:
+            affiliation = Affiliation(raw)
+        except ValueError:
+            choices = ", ".join(a.value for a in Affiliation)
+            raise Refused(400, f"'affiliation' must be one of {choices}") from None
+        outcome = await self._service.set_node_affiliations(SYSTEM, node, [(jid, affiliation)])
+        await self._apply(_counted(outcome))
+        return ActionResult("affiliation", node, 1, f"{jid} is now {affiliation.value}")
+
     async def _apply(self, call: Any) -> int:
         outcome: Outcome[int] = await call
         if outcome.effects:
@@ -134,6 +153,10 @@ class DashboardActions:
             if inspect.isawaitable(sent):
                 await sent
         return outcome.value
+
+
+async def _counted(outcome: Outcome[None]) -> Outcome[int]:
+    return Outcome(1, outcome.effects)
 
 
 __all__ = ["ActionResult", "DashboardActions", "PubSubError", "Refused", "check_token"]

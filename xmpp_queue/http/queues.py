@@ -157,4 +157,6 @@ async def queue_page(service: PubSubService, node: str) -> dict[str, Any]:
         out["dead_letters"] = []
     else:
         out["dead_letters"] = [dead_letter_json(i) for i in page.items]
+    entries = await service.get_node_affiliations(SYSTEM, node)
+    out["affiliations"] = [{"jid": e.jid, "affiliation": e.affiliation.value} for e in entries]
     return out

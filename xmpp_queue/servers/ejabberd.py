@@ -27,6 +27,7 @@ Stop is by PID: the Erlang VM shuts down cleanly on SIGTERM.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import pwd
 import re
@@ -36,6 +37,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from xmpp_queue.servers._process import (
     LOOPBACK,
@@ -79,7 +81,9 @@ class PrivateEjabberd(ServerLifecycle):
     ``components`` maps a component domain to its secret, ``users`` a user name
     to its password; ``.c2s_port``, ``.component_port`` and ``.config_path``
     once started. ``native_pubsub`` adds ejabberd's mod_pubsub at
-    ``pubsub.<domain>`` (for benchmarks).
+    ``pubsub.<domain>`` (for benchmarks). ``service_options`` (the shipped
+    example's listener, :func:`~xmpp_queue.servers.shipped.read_ejabberd_listener`)
+    replace this module's own options of the component listener.
     """
 
     host = LOOPBACK
@@ -93,7 +97,9 @@ class PrivateEjabberd(ServerLifecycle):
         native_pubsub: bool = False,
         log_level: str = "warning",
         start_timeout: float = 60.0,
+        service_options: Mapping[str, Any] | None = None,
     ) -> None:
+        self.service_options = dict(service_options) if service_options is not None else None
         self.components = dict(components or {})
         self.users = dict(users or {})
         for name in (domain, *self.components, *self.components.values()):
@@ -387,9 +393,9 @@ class PrivateEjabberd(ServerLifecycle):
             f'    ip: "{self.host}"\n'
             "    module: ejabberd_service\n"
             f"    max_stanza_size: {STANZA_SIZE_LIMIT}\n"
-            "    # the default (true) routes every domain below to the first component to connect\n"
-            "    global_routes: false\n"
-            "    hosts:\n" + services
+            + self._service_options()
+            + "    hosts:\n"
+            + services
             if self.components
             else ""
         )
@@ -425,6 +431,13 @@ class PrivateEjabberd(ServerLifecycle):
             "  mod_roster: {}\n"
             f"{pubsub}"
         )
+
+    def _service_options(self) -> str:
+        if self.service_options is None:
+            # the default (true) routes every domain below to the first component to connect
+            return "    global_routes: false\n"
+        # JSON values are YAML flow scalars and collections
+        return "".join(f"    {k}: {json.dumps(v)}\n" for k, v in self.service_options.items())
 
     def __repr__(self) -> str:
         ports = f"c2s={self.c2s_port} component={self.component_port}"

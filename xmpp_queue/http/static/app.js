@@ -212,6 +212,12 @@ function activeJid(q) {
   return active ? active.jid : "none";
 }
 
+const AFFILIATION_SPEC = {
+  columns: 2, empty: "nobody is affiliated", rowClass: "affiliation", attr: "data-jid",
+  key: (a) => a.jid,
+  texts: (a) => [a.jid, a.affiliation],
+};
+
 /** An item's attributes (its publisher's SHIM headers) as "k=v, k=v", or "–". */
 function attributes(attrs) {
   const pairs = Object.entries(attrs || {});
@@ -255,6 +261,7 @@ async function refreshQueue() {
   document.getElementById("dead-count").textContent = `(${s.dead_letters ?? q.dead_letters.length})`;
   document.getElementById("dead-node").textContent = `in node ${q.config.dead_letter}`;
   syncRows("#dead", q.dead_letters, DEAD_SPEC);
+  syncRows("#affiliations", q.affiliations || [], AFFILIATION_SPEC);
   const c = q.config;
   document.getElementById("config").textContent =
     `lock timeout ${c.lock_timeout} s · max deliveries ${c.max_deliveries || "no limit"} · ` +
@@ -291,6 +298,17 @@ function setUpSignIn(refresh) {
       if (confirm(`Remove every item of '${node}'? This cannot be undone.`)) {
         run("purge", { node, confirm: true });
       }
+    });
+  }
+  const affiliate = document.getElementById("affiliate");
+  if (affiliate) {
+    affiliate.addEventListener("submit", (event) => {
+      event.preventDefault();
+      run("affiliation", {
+        node: new URLSearchParams(location.search).get("node"),
+        jid: document.getElementById("affiliate-jid").value.trim(),
+        affiliation: document.getElementById("affiliate-as").value,
+      });
     });
   }
   const redrive = document.getElementById("redrive");
