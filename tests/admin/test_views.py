@@ -93,7 +93,7 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     start = (clock.now + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
     await service.publish(PUB, "jobs", "held", "<j/>", 4, attributes={"Start": start})
     await service.publish(PUB, "jobs", "poison", "<j/>", 4, attributes={"tenant": "acme"})
-    await service.unlock(ALICE, "jobs", "poison")  # past max deliveries: dead-lettered
+    await service.unlock(ALICE, "jobs", "poison", reason="KeyError: 'sku'")  # dead-lettered
     await service.publish(PUB, "jobs", "now", "<j/>", 4, attributes={"tenant": "beta", "k": "v"})
 
     (row,) = rows(form_of(await transcript.execute(OVERVIEW)))
@@ -106,6 +106,7 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     assert lock.startswith("now | ") and lock.endswith(" | tenant=beta, k=v")
     (letter,) = shown["dead_letters"]
     assert letter.startswith("poison | ") and letter.endswith(" | tenant=acme")
+    assert " | KeyError: 'sku' | " in letter, "why it failed (issue 24)"
     assert "origin-node" not in letter
     assert note(reply).startswith("'jobs': 1 waiting (1 delayed), 1 locked")
 

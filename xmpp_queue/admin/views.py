@@ -20,6 +20,7 @@ from xmpp_queue.core.errors import NodeNotFound
 from xmpp_queue.core.model import SYSTEM, Item
 from xmpp_queue.core.node_config import render_value
 from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.queue.failures import LAST_ERROR
 from xmpp_queue.core.reports import QueueDetails, QueueSummary
 
 DEAD_ROWS = 20
@@ -126,21 +127,22 @@ class QueueDetailsCommand(AdminCommand):
         add_result(
             form,
             "locks",
-            "Locks (item, holder, locked, deadline, deliveries, attributes)",
+            "Locks (item, holder, locked, deadline, deliveries, last error, attributes)",
             [
                 f"{item.item_id} | {item.lock_jid or '-'} | {ago(item.locked_at, now)} | "
                 f"{until(item.lock_expires_at, now)} | {item.deliveries} | "
-                f"{attributes_text(item.headers)}"
+                f"{item.headers.get(LAST_ERROR, '-')} | {attributes_text(item.headers)}"
                 for item in d.locks
             ],
         )
         add_result(
             form,
             "dead_letters",
-            f"Dead letters, newest {DEAD_ROWS} (item, reason, deliveries, attributes)",
+            f"Dead letters, newest {DEAD_ROWS} (item, reason, deliveries, last error, attributes)",
             [
                 f"{item.item_id} | {item.headers.get('reason', '-')} | "
-                f"{item.headers.get('deliveries', '-')} | {attributes_text(item.headers)}"
+                f"{item.headers.get('deliveries', '-')} | {item.headers.get(LAST_ERROR, '-')} | "
+                f"{attributes_text(item.headers)}"
                 for item in letters
             ],
         )
