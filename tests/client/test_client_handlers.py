@@ -56,7 +56,9 @@ async def test_a_raising_handler_nacks_with_its_reason_in_one_log_line(
     ops = FakeOps()
 
     async def handler(job: Job) -> None:
-        raise ValueError(f"bad input {job.item_id[0]}")
+        if job.item_id.startswith("x"):
+            raise ValueError(f"bad input {job.item_id}")  # a message per item, one site
+        raise KeyError(job.item_id)
 
     caplog.set_level(logging.INFO, logger="xmpp_queue.client")
     runner = JobRunner(ops, handler, 10)
@@ -64,14 +66,15 @@ async def test_a_raising_handler_nacks_with_its_reason_in_one_log_line(
         runner.offer(item(f"x{n}"))
     runner.offer(item("y0"))
     await settle()
-    assert ops.reasons == {f"x{n}": "ValueError: bad input x" for n in range(5)} | {
-        "y0": "ValueError: bad input y"
+    assert ops.reasons == {f"x{n}": f"ValueError: bad input x{n}" for n in range(5)} | {
+        "y0": "KeyError: 'y0'"
     }
     failures = [r for r in caplog.records if "event=job_failed" in r.getMessage()]
     assert len(failures) == 6, "one record per failure"
     assert all("\n" not in r.getMessage() for r in failures)
+    assert "error='ValueError: bad input x3'" in failures[3].getMessage()
     traced = [r for r in failures if r.exc_info]
-    assert len(traced) == 2, "a traceback once per distinct error, not per failure"
+    assert len(traced) == 2, "a traceback once per distinct error (type and line raising it)"
     assert runner.stats.failed == 6
 
 

@@ -12,8 +12,9 @@
   handler still runs;
 - :func:`failure_reason` is what a nack tells the service (the exception's type
   and message, bounded), and :class:`FailureLog` logs each failure as one line,
-  with the traceback once per distinct error per interval (else at DEBUG): 3,946
-  failures used to write 27,623 lines in 100 s.
+  with the traceback once per distinct error (its type and the line that raised
+  it) per interval, else at DEBUG: 3,946 failures used to write 27,623 lines in
+  100 s.
 """
 
 from __future__ import annotations
@@ -121,9 +122,21 @@ def failure_reason(exc: BaseException) -> str:
     return "".join(c if c >= " " and c != "\x7f" else " " for c in text).strip()[:MAX_REASON]
 
 
+def error_site(exc: BaseException) -> str:
+    """What makes two failures "the same error" for the traceback: the exception's
+    type and the line that raised it. Not its message: messages often name the item
+    (``bad row 7``), and one traceback per item is the flood this avoids."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = "" if tb is None else f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+    return f"{type(exc).__module__}.{type(exc).__qualname__}{where}"
+
+
 class FailureLog:
-    """One WARNING line per failed job; the traceback on the first line of each
-    distinct error (type and message) per :data:`TRACEBACK_INTERVAL`, else at DEBUG."""
+    """One WARNING line per failed job (with its type and message); the traceback on
+    the first line of each distinct error (type and raising line, :func:`error_site`)
+    per :data:`TRACEBACK_INTERVAL`, else at DEBUG."""
 
     def __init__(
         self, interval: float = TRACEBACK_INTERVAL, clock: Callable[[], float] = time.monotonic
@@ -134,11 +147,12 @@ class FailureLog:
 
     def failed(self, worker: str, job: Job, exc: BaseException, reason: str) -> None:
         now = self._clock()
-        shown = self._last.get(reason)
+        site = error_site(exc)
+        shown = self._last.get(site)
         with_trace = shown is None or now - shown >= self.interval
         if with_trace:
-            self._last[reason] = now
-            self._last.move_to_end(reason)
+            self._last[site] = now
+            self._last.move_to_end(site)
             if len(self._last) > DISTINCT_ERRORS:
                 self._last.popitem(last=False)
         log.warning(
