@@ -122,7 +122,7 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     start = (clock.now + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
     await service.publish(PUB, "jobs", "held", "<j/>", 4, attributes={"Start": start})
     await service.publish(PUB, "jobs", "poison", "<j/>", 4, attributes={"tenant": "acme"})
-    await service.unlock(ALICE, "jobs", "poison")  # past max deliveries: dead-lettered
+    await service.unlock(ALICE, "jobs", "poison", reason="KeyError: 'sku'")  # dead-lettered
     await service.publish(PUB, "jobs", "now", "<j/>", 4, attributes={"tenant": "beta", "k": "v"})
 
     (row,) = rows(form_of(await transcript.execute(OVERVIEW)))
@@ -137,6 +137,7 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     (letter,) = found["dead_letters"]
     assert (letter["item"], letter["attributes"]) == ("poison", ["tenant=acme"])
     assert letter["deliveries"] == "1"
+    assert letter["last_error"] == "KeyError: 'sku'", "why it failed (issue 24)"
     assert note(reply).startswith("'jobs': 1 waiting (1 delayed), 1 locked")
 
 

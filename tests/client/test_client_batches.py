@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tests.client.test_client_stream import FakeLink, make_worker
-from xmpp_queue.client import wire
+from xmpp_queue.client import wire, wire_locks
 from xmpp_queue.client.acks import Coalescer
 from xmpp_queue.client.errors import ConnectionLost, StanzaError
 from xmpp_queue.client.jobs import Job
@@ -39,7 +39,7 @@ def test_7_1_2_1_several_items_parse_with_their_own_headers() -> None:
 def test_13_11_retract_and_unlock_builders_name_every_item() -> None:
     retract = ET.fromstring(wire.retract("jobs", ["a", "b'"]))
     assert [i.get("id") for i in retract.iter(f"{{{wire.PUBSUB_NS}}}item")] == ["a", "b'"]
-    unlock = ET.fromstring(wire.unlock_items("jobs", ["a", "b"]))
+    unlock = ET.fromstring(wire_locks.unlock_items("jobs", ["a", "b"]))
     (el,) = list(unlock)
     assert el.tag == f"{{{wire.EXTEND_NS}}}unlock"
     assert [i.get("id") for i in el] == ["a", "b"]
@@ -52,15 +52,16 @@ class Recorder:
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def many(self, node: str, ids: Sequence[str]) -> None:
+    async def many(self, node: str, entries: Sequence[tuple[str, str]]) -> None:
+        ids = [item_id for item_id, _ in entries]
         self.sent.append(tuple(ids))
         await self.gate.wait()
         bad = [i for i in ids if i in self.refuse]
         if bad:  # all or none: the first failure names the error
             raise StanzaError("unexpected-request", bad[0], "wait")
 
-    async def one(self, node: str, item_id: str) -> None:
-        await self.many(node, [item_id])
+    async def one(self, node: str, entry: tuple[str, str]) -> None:
+        await self.many(node, [entry])
 
 
 async def test_acks_finished_together_share_one_request() -> None:
@@ -95,10 +96,10 @@ async def test_a_refused_batch_is_retried_item_by_item_so_each_gets_its_own_answ
 
 
 async def test_a_lost_stream_fails_every_ack_of_the_batch() -> None:
-    async def lost(node: str, ids: Sequence[str]) -> None:
+    async def lost(node: str, entries: Sequence[tuple[str, str]]) -> None:
         raise ConnectionLost("gone")
 
-    async def lost_one(node: str, item_id: str) -> None:
+    async def lost_one(node: str, entry: tuple[str, str]) -> None:
         raise ConnectionLost("gone")
 
     acks = Coalescer(lost, lost_one, limit=10)

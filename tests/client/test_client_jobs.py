@@ -21,6 +21,7 @@ class FakeOps:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.refuse: dict[tuple[str, str], StanzaError] = {}
+        self.reasons: dict[str, str] = {}
 
     async def _call(self, verb: str, item_id: str) -> None:
         self.calls.append((verb, item_id))
@@ -31,7 +32,9 @@ class FakeOps:
     async def retract(self, node: str, item_id: str) -> None:
         await self._call("retract", item_id)
 
-    async def unlock(self, node: str, item_id: str) -> None:
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
+        if reason:
+            self.reasons[item_id] = reason
         await self._call("unlock", item_id)
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:

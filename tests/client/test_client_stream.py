@@ -116,6 +116,11 @@ class FakeLink:
         self.on_events = None
         self.on_closed = None
         self.connected = True
+        self.reasons: dict[str, str] = {}
+        self.node_lock_timeout: int | None = None
+
+    async def lock_timeout(self, node: str) -> int | None:
+        return self.node_lock_timeout
 
     def send_presence(self, available: bool = True) -> None:
         self.log.append("presence" if available else "unavailable")
@@ -136,14 +141,19 @@ class FakeLink:
     async def retract(self, node: str, item_id: str) -> None:
         self.log.append(f"retract {item_id}")
 
-    async def unlock(self, node: str, item_id: str) -> None:
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
         self.log.append(f"unlock {item_id}")
+        if reason:
+            self.reasons[item_id] = reason
 
     async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
         self.log.append(f"retract {','.join(item_ids)}")
 
-    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
+    async def unlock_items(
+        self, node: str, item_ids: Sequence[str], reasons: Mapping[str, str] | None = None
+    ) -> None:
         self.log.append(f"unlock {','.join(item_ids)}")
+        self.reasons.update(reasons or {})
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         self.log.append(f"extend {item_id}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from xmpp_queue.client import wire
+from xmpp_queue.client import wire, wire_locks
 
 P = "{http://jabber.org/protocol/pubsub}"
 X = "{jabber:x:data}"
@@ -74,10 +74,10 @@ def test_set_affiliations_is_an_owner_request_xep_0060_8_9_2() -> None:
 def test_retract_unlock_extend_name_node_and_item() -> None:
     retract = parse(wire.retract("n", "i")).find(f"{P}retract/{P}item")
     assert retract is not None and retract.get("id") == "i"
-    unlock = parse(wire.unlock("n", "i")).find("{urn:xmpp:pubsub:queueing:0}unlock")
+    unlock = parse(wire_locks.unlock("n", "i")).find("{urn:xmpp:pubsub:queueing:0}unlock")
     assert unlock is not None and unlock.get("node") == "n"
     assert unlock[0].tag == "{urn:xmpp:pubsub:queueing:0}item"
-    extend = parse(wire.extend("n", "i", 30)).find("{urn:xmpp-queue:0}extend")
+    extend = parse(wire_locks.extend("n", "i", 30)).find("{urn:xmpp-queue:0}extend")
     assert extend is not None and extend.attrib == {"node": "n", "seconds": "30"}
     unsub = parse(wire.unsubscribe("n", "me@x/r", "s1")).find(f"{P}unsubscribe")
     assert unsub is not None and unsub.get("subid") == "s1"

@@ -207,6 +207,30 @@ def test_queue_json_counts_delayed_items_and_shows_attributes() -> None:
     assert dead_letter_json(dead)["reason"] == "expired"
 
 
+def test_locks_and_dead_letters_show_why_their_deliveries_failed() -> None:
+    """Issue 24: the last error and the bounded history, typed, beside each lock and
+    dead letter (and never among the publisher's attributes)."""
+    from datetime import UTC, datetime
+
+    from xmpp_queue.core.model import Item
+    from xmpp_queue.core.queue.failures import with_failure
+    from xmpp_queue.http.queues import dead_letter_json, lock_json
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    headers = with_failure({"t": "x"}, "ValueError: bad", 1, "w@x/w1", now)
+    locked = Item("q", "i", 1, "p@x", "<a/>", now, now, headers=headers)
+    shown = lock_json(locked, now)
+    assert shown["last_error"] == "ValueError: bad" and shown["attributes"] == {"t": "x"}
+    assert shown["errors"] == [
+        {"delivery": 1, "at": "2026-01-01T00:00:00Z", "by": "w@x/w1", "reason": "ValueError: bad"}
+    ]
+    dead = Item(
+        "dl", "i", 1, "p@x", "<a/>", now, now, headers=headers | {"reason": "max-deliveries"}
+    )
+    assert dead_letter_json(dead)["last_error"] == "ValueError: bad"
+    assert lock_json(Item("q", "j", 2, "p@x", None, now, now), now)["errors"] == []
+
+
 async def test_metrics_count_delayed_and_deduplicated_items(ops: Ops) -> None:
     """The message model's figures: delayed items apart from the waiting ones, and the
     publishes the dedup window answered without storing anything."""

@@ -280,7 +280,7 @@ async def test_a_timed_out_lock_drops_the_result(
             return
         tally.record(job.item_id)
 
-    w1 = await worker("w1", node, slow_first)
+    w1 = await worker("w1", node, slow_first, lock_extend=0)  # no keep-alive: it times out
     await publisher.publish(node, json_payload("slow"))
     await tally.wait()
     await until(lambda: w1.stats.acked == 1)
@@ -509,7 +509,7 @@ async def test_job_extend_keeps_the_lock_past_the_timeout(
         await asyncio.sleep(1.5)  # past the node's 1 s lock timeout: the point
         tally.record(job.item_id)
 
-    w1 = await worker("w1", node, long_step)
+    w1 = await worker("w1", node, long_step, lock_extend=0)  # job.extend alone keeps it
     await publisher.publish(node, json_payload("long"))
     await tally.wait()
     await until(lambda: w1.stats.acked == 1)

@@ -94,3 +94,34 @@ async def test_the_message_model_survives_a_restart(url: str) -> None:
     assert kinds[-1] is EventKind.DEDUPLICATED
     await service.stop()
     await service._ctx.store.close()
+
+
+async def test_failure_reasons_survive_a_restart(url: str) -> None:
+    """Issue 24: ``last-error`` and ``error-history`` are written with the unlock, so a
+    restarted service still knows why the item failed (and dead-letters with it)."""
+    clock = FakeClock()
+    service = await _service(url, clock)
+    config = {
+        "pubsub#queue": ["1"],
+        "pubsub#queue_max_deliveries": ["2"],
+        "pubsub#queue_retry_delay": ["0"],
+    }
+    await service.create_node(OWNER, "jobs", config)
+    await service.set_node_affiliations(
+        OWNER, "jobs", [(PUB.bare, Affiliation.PUBLISHER), (ALICE.bare, Affiliation.MEMBER)]
+    )
+    await service.publish(PUB, "jobs", "a", "<j/>", 4)
+    await service.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    await service.unlock(ALICE, "jobs", "a", reason="OSError: disk full")
+    before = (await service.get_items(OWNER, "jobs")).items[0].headers
+
+    service = await _restart(service, url, clock)
+    (item,) = (await service.get_items(OWNER, "jobs")).items
+    assert item.headers == before and item.headers["last-error"] == "OSError: disk full"
+    await service.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    await service.unlock(ALICE, "jobs", "a", reason="OSError: still full")
+    (letter,) = (await service.get_items(OWNER, "jobs/dead-letter")).items
+    assert letter.headers["last-error"] == "OSError: still full"
+    assert '"OSError: disk full"' in letter.headers["error-history"]
+    await service.stop()
+    await service._ctx.store.close()

@@ -28,6 +28,7 @@ from xmpp_queue.core.errors import NodeNotFound
 from xmpp_queue.core.model import SYSTEM, Item
 from xmpp_queue.core.node_config import render_value
 from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.queue.failures import LAST_ERROR
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, SubscriberLoad
 
 DEAD_ROWS = 20
@@ -59,6 +60,7 @@ LOCK_COLUMNS: tuple[Column, ...] = (
     ("expires_at", "Deadline", TIME),
     ("expires_in_seconds", "Deadline in (s)", SECONDS),
     ("deliveries", "Deliveries", INTEGER),
+    ("last_error", "Last error", None),
     ("attributes", "Attributes", ATTRIBUTES),
 )
 DEAD_LETTER_COLUMNS: tuple[Column, ...] = (
@@ -66,6 +68,7 @@ DEAD_LETTER_COLUMNS: tuple[Column, ...] = (
     ("reason", "Reason", None),
     ("deliveries", "Deliveries", INTEGER),
     ("dead_lettered_at", "Dead-lettered at", TIME),
+    ("last_error", "Last error", None),
     ("attributes", "Attributes", ATTRIBUTES),
 )
 
@@ -117,6 +120,7 @@ def lock_rows(locks: Sequence[Item], now: datetime) -> list[dict[str, Cell]]:
             "expires_at": item.lock_expires_at,
             "expires_in_seconds": _seconds(item.lock_expires_at, now),
             "deliveries": item.deliveries,
+            "last_error": item.headers.get(LAST_ERROR),
             "attributes": attributes_of(item.headers),
         }
         for item in locks
@@ -130,6 +134,7 @@ def dead_letter_rows(letters: Sequence[Item]) -> list[dict[str, Cell]]:
             "reason": item.headers.get("reason"),
             "deliveries": _int(item.headers.get("deliveries")),
             "dead_lettered_at": item.headers.get("dead-lettered-at"),
+            "last_error": item.headers.get(LAST_ERROR),
             "attributes": attributes_of(item.headers),
         }
         for item in letters

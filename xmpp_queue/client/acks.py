@@ -13,14 +13,15 @@ first item that failed. The others may be fine, so each item of a refused batch
 is then sent on its own and every caller gets its own answer: a lost lock never
 costs the acks of its neighbours.
 
-Nacks (unlock) are coalesced the same way into this project's ``<unlock/>``.
+Nacks (unlock) are coalesced the same way into this project's ``<unlock/>``,
+each item with its own reason (why its handler failed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,8 +30,9 @@ from xmpp_queue.client.jobs import QueueOps
 
 log = logging.getLogger("xmpp_queue.client")
 
-SendMany = Callable[[str, Sequence[str]], Awaitable[None]]
-SendOne = Callable[[str, str], Awaitable[None]]
+Entry = tuple[str, str]  # (item id, reason: empty for acks and plain nacks)
+SendMany = Callable[[str, Sequence[Entry]], Awaitable[None]]
+SendOne = Callable[[str, Entry], Awaitable[None]]
 
 
 class BatchQueueOps(QueueOps, Protocol):
@@ -38,14 +40,16 @@ class BatchQueueOps(QueueOps, Protocol):
 
     async def retract_items(self, node: str, item_ids: Sequence[str]) -> None: ...
 
-    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None: ...
+    async def unlock_items(
+        self, node: str, item_ids: Sequence[str], reasons: Mapping[str, str] | None = None
+    ) -> None: ...
 
 
 @dataclass(slots=True)
 class _Lane:
     """The waiting requests of one kind (ack or nack) for one node."""
 
-    waiting: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
+    waiting: list[tuple[Entry, asyncio.Future[None]]] = field(default_factory=list)
     sender: asyncio.Task[None] | None = None
 
 
@@ -59,11 +63,11 @@ class Coalescer:
         self._lanes: dict[str, _Lane] = {}
         self.requests = 0  # requests sent (for stats and tests)
 
-    async def submit(self, node: str, item_id: str) -> None:
+    async def submit(self, node: str, item_id: str, reason: str = "") -> None:
         """Returns once *item_id*'s request was answered; raises its own error."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lane = self._lanes.setdefault(node, _Lane())
-        lane.waiting.append((item_id, future))
+        lane.waiting.append(((item_id, reason), future))
         if lane.sender is None:
             lane.sender = asyncio.ensure_future(self._drain(node, lane))
         await future
@@ -78,8 +82,8 @@ class Coalescer:
             if lane.waiting:  # cancelled with work left: hand it to a new sender
                 lane.sender = asyncio.ensure_future(self._drain(node, lane))
 
-    async def _send(self, node: str, batch: list[tuple[str, asyncio.Future[None]]]) -> None:
-        ids = [item_id for item_id, _ in batch]
+    async def _send(self, node: str, batch: list[tuple[Entry, asyncio.Future[None]]]) -> None:
+        ids = [entry for entry, _ in batch]
         self.requests += 1
         try:
             if len(ids) == 1:
@@ -102,10 +106,10 @@ class Coalescer:
         for _, future in batch:
             _settle(future, None)
 
-    async def _send_alone(self, node: str, item_id: str, future: asyncio.Future[None]) -> None:
+    async def _send_alone(self, node: str, entry: Entry, future: asyncio.Future[None]) -> None:
         self.requests += 1
         try:
-            await self._send_one(node, item_id)
+            await self._send_one(node, entry)
         except BaseException as exc:
             _settle(future, exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -131,14 +135,27 @@ class BatchingOps:
 
     def __init__(self, ops: BatchQueueOps, limit: int) -> None:
         self.ops = ops
-        self.acks = Coalescer(ops.retract_items, ops.retract, limit)
-        self.nacks = Coalescer(ops.unlock_items, ops.unlock, limit)
+        self.acks = Coalescer(self._retract_many, self._retract_one, limit)
+        self.nacks = Coalescer(self._unlock_many, self._unlock_one, limit)
+
+    async def _retract_many(self, node: str, entries: Sequence[Entry]) -> None:
+        await self.ops.retract_items(node, [item_id for item_id, _ in entries])
+
+    async def _retract_one(self, node: str, entry: Entry) -> None:
+        await self.ops.retract(node, entry[0])
+
+    async def _unlock_many(self, node: str, entries: Sequence[Entry]) -> None:
+        reasons = {item_id: reason for item_id, reason in entries if reason}
+        await self.ops.unlock_items(node, [item_id for item_id, _ in entries], reasons)
+
+    async def _unlock_one(self, node: str, entry: Entry) -> None:
+        await self.ops.unlock(node, entry[0], entry[1])
 
     async def retract(self, node: str, item_id: str) -> None:
         await self.acks.submit(node, item_id)
 
-    async def unlock(self, node: str, item_id: str) -> None:
-        await self.nacks.submit(node, item_id)
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
+        await self.nacks.submit(node, item_id, reason)
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await self.ops.extend(node, item_id, seconds)

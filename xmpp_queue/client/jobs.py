@@ -3,7 +3,8 @@
 Kept apart from the connection so the rules can be tested without a server:
 
 - an item starts a handler task; success → retract (the XEP-0254 ack), an
-  exception → unlock (the nack), with the exception logged;
+  exception → unlock (the nack) saying why (the exception's type and message,
+  :func:`~.handlers.failure_reason`), logged as one line (:class:`~.handlers.FailureLog`);
 - an unlock notification for an item still being processed means the service
   took the lock back (it timed out): the result is dropped, never acked, as a
   later retract would only get ``unexpected-request`` (or ``conflict`` if
@@ -11,8 +12,15 @@ Kept apart from the connection so the rules can be tested without a server:
 - never more than *capacity* (the subscription's ``queue_requests``) locks are
   held: an item beyond it (a service bug) or one arriving while draining is
   unlocked at once, never silently dropped;
+- a lock stays ours while its handler runs: :meth:`JobRunner.extend_due`
+  extends it before a third of it is gone (the node's lock timeout, learned by
+  the worker, or ``lock_extend``), also while draining;
 - draining stops taking work, waits for running handlers up to a grace period,
-  then cancels the rest and unlocks their items.
+  then cancels the rest; an item is unlocked only once its handler's task has
+  ended. A handler that does not end when cancelled (a thread cannot be
+  stopped) keeps its lock, extended, and the drain waits for it, saying so once
+  per item; :meth:`JobRunner.abandon` (the worker's abort) leaves it with one
+  WARNING line per item.
 
 A job counts against the capacity until its ack or nack is *sent*: the service
 may hand over the next item right behind its answer, before this side has seen
@@ -21,184 +29,54 @@ that answer.
 A handler may also settle its job itself (:meth:`Job.unlock` with a delay,
 :meth:`Job.dead_letter`); then its return value or exception no longer
 decides anything. :meth:`Job.extend` keeps the lock longer. Handlers must be
-``async def``: a plain function would block the event loop that also carries
-every other job's acks and the lock extensions (:func:`check_handler` refuses
-it; :func:`in_thread` runs one in a worker thread on purpose).
+``async def`` (:mod:`.handlers`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-from xml.etree import ElementTree as ET
+from collections.abc import Awaitable, Callable
 
-from slixmpp.xmlstream.tostring import tostring
-
-from xmpp_queue.client.attributes import AttributeView
 from xmpp_queue.client.errors import ClientError, LockLost, StanzaError
-from xmpp_queue.client.payload import parse_json_payload
+from xmpp_queue.client.handlers import (
+    FailureLog,
+    Handler,
+    check_handler,
+    failure_reason,
+    in_thread,
+)
+from xmpp_queue.client.job import (
+    Job,
+    JobControl,
+    QueueOps,
+    WorkerStats,
+    service_delivery,
+)
+from xmpp_queue.client.keepalive import LOCK_LOST, LockKeepAlive
 from xmpp_queue.client.wire import ItemEvent
+
+__all__ = [
+    "LOCK_LOST",
+    "Handler",
+    "Job",
+    "JobControl",
+    "JobRunner",
+    "QueueOps",
+    "WorkerStats",
+    "check_handler",
+    "in_thread",
+]
 
 log = logging.getLogger("xmpp_queue.client")
 
-# Conditions meaning "this lock is no longer yours" (XEP-0254 §2.3 / §2.4).
-# "forbidden": the service no longer counts us as a subscriber (it saw us leave, e.g.
-# across a server restart) and so released our locks.
-LOCK_LOST = frozenset({"unexpected-request", "conflict", "item-not-found", "forbidden"})
 SEEN_MEMORY = 10_000
+CANCEL_WAIT = 1.0  # seconds a cancelled handler gets to end before the drain says it waits
+CANCELLED = "cancelled: the worker stopped before the handler finished"
 
 
-@dataclass(slots=True, eq=False)
-class Job(AttributeView):
-    """One locked item handed to a handler.
-
-    ``element`` is the payload element (``None`` for an item without payload);
-    ``payload`` serialises it, ``json()`` reads a XEP-0335 JSON payload.
-    ``headers`` are the XEP-0131 SHIM headers of the notification (a dead
-    letter's ``origin-node``, ``deliveries``...); ``attributes`` the
-    publisher's among them, and ``priority``, ``deliver_at``, ``expires_at``,
-    ``ttl`` what it was published with (see :class:`AttributeView`). ``delivery`` is the service's
-    delivery count (1 = first delivery, to any worker; from the
-    ``delivery-attempt`` header, or this worker's own count when a service
-    does not send it). ``lost`` turns True if the service takes the lock back
-    while the handler runs: the result will be dropped, so a long handler may
-    check it and give up early. ``settled`` says how the handler ended the job
-    itself (``"unlocked"``, ``"dead-lettered"``) or is None.
-    """
-
-    node: str
-    item_id: str
-    element: ET.Element | None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delivery: int = 1
-    lost: bool = False
-    locked_at: float = 0.0
-    settled: str | None = None
-    control: JobControl | None = field(default=None, repr=False)
-
-    async def extend(self, seconds: int) -> None:
-        """Keep the lock for *seconds* from now (a long step ahead); raises
-        :class:`LockLost` if the lock is no longer ours."""
-        await self._control_().extend(self, int(seconds))
-
-    async def unlock(self, delay: int = 0) -> None:
-        """Give the item back now; with *delay* (seconds) nobody gets it before then.
-        The handler's return value no longer matters."""
-        await self._control_().unlock(self, int(delay))
-
-    async def dead_letter(self, reason: str) -> None:
-        """Move the item to the node's dead-letter node now, with *reason* in its
-        ``reason`` header (a poison item: retrying cannot help)."""
-        await self._control_().dead_letter(self, reason)
-
-    def _control_(self) -> JobControl:
-        if self.control is None:
-            raise RuntimeError("this job was not handed out by a worker")
-        return self.control
-
-    @property
-    def payload(self) -> str:
-        return "" if self.element is None else str(tostring(self.element))
-
-    def json(self) -> Any:
-        if self.element is None:
-            raise ValueError(f"item {self.item_id} has no payload")
-        return parse_json_payload(self.element)
-
-
-class JobControl(Protocol):
-    """What a job's own methods ask of the worker that holds it (``JobRunner``)."""
-
-    async def extend(self, job: Job, seconds: int) -> None: ...
-
-    async def unlock(self, job: Job, delay: int) -> None: ...
-
-    async def dead_letter(self, job: Job, reason: str) -> None: ...
-
-
-Handler = Callable[[Job], Awaitable[object]]
-
-
-def check_handler(handler: object) -> None:
-    """Refuse a handler that is not ``async def``, at construction, before any item
-    is taken: called on an item, a plain function would run its body on the event
-    loop and only fail after (the item then comes back, again and again)."""
-    target = handler
-    while isinstance(target, functools.partial):
-        target = target.func
-    if inspect.iscoroutinefunction(target):
-        return
-    call = getattr(target, "__call__", None)  # noqa: B004 - a callable object's method
-    if call is not None and inspect.iscoroutinefunction(call):
-        return
-    name = getattr(handler, "__qualname__", repr(handler))
-    raise TypeError(
-        f"the handler {name} must be an 'async def' function; for blocking code wrap "
-        "it: Worker(..., in_thread(handler)) runs it in a thread pool"
-    )
-
-
-def in_thread(func: Callable[[Job], object]) -> Handler:
-    """A blocking ``def handler(job)`` as an async handler run in a worker thread.
-
-    The job's own methods (extend, unlock, dead_letter) are coroutines of the
-    event loop: a threaded handler returns or raises, and the worker acks or
-    unlocks for it.
-    """
-
-    async def run(job: Job) -> object:
-        return await asyncio.to_thread(func, job)
-
-    run.__qualname__ = f"in_thread({getattr(func, '__qualname__', 'handler')})"
-    return run
-
-
-def service_delivery(headers: Mapping[str, str], seen_here: int) -> int:
-    """The service's delivery count from the ``delivery-attempt`` header, as an int;
-    this worker's own count when the header is absent or not a number."""
-    try:
-        return max(1, int(headers["delivery-attempt"]))
-    except (KeyError, ValueError):
-        return seen_here
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    """What a worker did, for logs, progress displays and tests."""
-
-    received: int = 0
-    notifications: int = 0  # messages that carried items (fewer than received: batches)
-    acked: int = 0
-    failed: int = 0  # the handler raised: unlocked for someone else
-    lost: int = 0  # the service took the lock back: result dropped
-    redelivered_seen: int = 0  # items this worker had received before
-    returned: int = 0  # given back unprocessed (draining, over capacity, cancelled)
-    extended: int = 0  # lock extensions granted
-    unlocked: int = 0  # the handler gave its job back itself (job.unlock)
-    dead_lettered: int = 0  # the handler dead-lettered its job (job.dead_letter)
-
-
-class QueueOps(Protocol):
-    """The requests a runner sends (``PubSubLink`` provides them)."""
-
-    async def retract(self, node: str, item_id: str) -> None: ...
-
-    async def unlock(self, node: str, item_id: str) -> None: ...
-
-    async def extend(self, node: str, item_id: str, seconds: int) -> None: ...
-
-    async def unlock_later(self, node: str, item_id: str, delay: int) -> None: ...
-
-    async def dead_letter(self, node: str, item_id: str, reason: str) -> None: ...
-
-
-class JobRunner:
+class JobRunner(LockKeepAlive):
     def __init__(
         self,
         ops: QueueOps,
@@ -207,19 +85,24 @@ class JobRunner:
         *,
         stats: WorkerStats | None = None,
         lock_extend: int | None = None,
+        lock_timeout: float | None = None,
         clock: Callable[[], float] | None = None,
         name: str = "worker",
+        failures: FailureLog | None = None,
     ) -> None:
         self.ops = ops
         self.handler = handler
         self.capacity = capacity
         self.stats = stats or WorkerStats()
-        self.lock_extend = lock_extend
+        self.lock_extend = lock_extend  # seconds per extension; None: the lock timeout; 0: off
+        self.lock_timeout = lock_timeout  # the node's (a new lock's length), when known
         self.name = name
+        self.failures = failures or FailureLog()
         self.accepting = True
         self._clock = clock or asyncio.get_running_loop().time
         self._held: dict[str, Job] = {}  # item id -> job whose lock we hold
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[Job, asyncio.Task[None]] = {}  # handler tasks, until they end
         self._seen: OrderedDict[str, int] = OrderedDict()
         self._emptied = asyncio.Event()
 
@@ -278,10 +161,16 @@ class JobRunner:
             service_delivery(event.headers, delivery),
             False,
             self._clock(),
+            self.first_lock,
             control=self,
         )
+        job.started_at = job.locked_at
         self._held[item_id] = job
-        self._spawn(self._process(job))
+        task: asyncio.Task[None] = asyncio.ensure_future(self._process(job))
+        self._tasks.add(task)
+        self._running[job] = task
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._running.pop(job, None))
 
     def on_unlocked(self, item_id: str) -> None:
         """The service says the item is no longer ours. If we still hold it in our
@@ -300,15 +189,14 @@ class JobRunner:
     async def _process(self, job: Job) -> None:
         try:
             await self.handler(job)
-        except Exception:
-            log.exception(
-                "event=job_failed worker=%s node=%s item=%s", self.name, job.node, job.item_id
-            )
+        except Exception as exc:
+            reason = failure_reason(exc)
+            self.failures.failed(self.name, job, exc, reason)
             if job.settled is not None:
                 return
             if self._release(job):
                 self.stats.failed += 1
-                await self._unlock(job.node, job.item_id)
+                await self._unlock(job.node, job.item_id, reason)
             else:
                 self.stats.lost += 1
             return
@@ -358,9 +246,9 @@ class JobRunner:
             self._emptied.set()
         return True
 
-    async def _unlock(self, node: str, item_id: str) -> None:
+    async def _unlock(self, node: str, item_id: str, reason: str = "") -> None:
         try:
-            await self.ops.unlock(node, item_id)
+            await self.ops.unlock(node, item_id, reason)
         except StanzaError as exc:
             level = logging.INFO if exc.condition in LOCK_LOST else logging.WARNING
             log.log(
@@ -389,7 +277,7 @@ class JobRunner:
                 self.on_unlocked(job.item_id)
                 raise LockLost(f"item {job.item_id}: {exc}") from None
             raise
-        job.locked_at = now
+        job.locked_at, job.lock_for = now, float(seconds)
         self.stats.extended += 1
 
     async def unlock(self, job: Job, delay: int) -> None:
@@ -412,71 +300,62 @@ class JobRunner:
         )
         await self.ops.dead_letter(job.node, job.item_id, reason)
 
-    # --- lock extension ------------------------------------------------------------
-
-    async def extend_due(self) -> int:
-        """Extend the locks held for a third of ``lock_extend`` or more; returns how
-        many were extended. A refused extension means the lock is already gone.
-
-        With :meth:`extend_forever` checking every sixth of the period, a lock is
-        extended before half of its time is gone, whatever its phase: the other
-        half is the margin for the round trip on a busy machine.
-        """
-        if not self.lock_extend:
-            return 0
-        now = self._clock()
-        due = [j for j in self._held.values() if now - j.locked_at >= self.lock_extend / 3]
-        results = await asyncio.gather(
-            *(self.ops.extend(j.node, j.item_id, self.lock_extend) for j in due),
-            return_exceptions=True,
-        )
-        extended = 0
-        for job, result in zip(due, results, strict=True):
-            if result is None:
-                job.locked_at = now
-                extended += 1
-            elif isinstance(result, StanzaError) and result.condition in LOCK_LOST:
-                self.on_unlocked(job.item_id)
-            else:
-                log.warning(
-                    "event=extend_failed worker=%s item=%s error=%r", self.name, job.item_id, result
-                )
-        self.stats.extended += extended
-        return extended
-
-    async def extend_forever(self) -> None:
-        """Run :meth:`extend_due` every ``lock_extend / 6`` seconds."""
-        assert self.lock_extend
-        while True:
-            await asyncio.sleep(self.lock_extend / 6)
-            await self.extend_due()
-
     # --- ending --------------------------------------------------------------------
 
     async def drain(self, grace: float) -> None:
         """Stop taking work; let running jobs finish for *grace* seconds; cancel the
-        rest and unlock what they held."""
+        rest and unlock what they held once their handlers have ended. A handler
+        still running after it was cancelled (a thread) keeps its lock and is
+        waited for: one WARNING line per item says so."""
         self.accepting = False
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
-        leftover = list(self._tasks)
-        for task in leftover:
+        leftover = dict(self._running)
+        for task in leftover.values():
             task.cancel()
         if leftover:
-            await asyncio.gather(*leftover, return_exceptions=True)
-        held = list(self._held.values())
+            await asyncio.wait(set(leftover.values()), timeout=CANCEL_WAIT)
+        still = {job: task for job, task in leftover.items() if not task.done()}
+        for job in still:
+            log.warning(
+                "event=drain_waits worker=%s node=%s item=%s running_for=%.1fs "
+                "reason=handler_still_running action=lock_kept_until_it_ends",
+                self.name,
+                job.node,
+                job.item_id,
+                self._clock() - job.started_at,
+            )
+        if still:
+            await asyncio.gather(*still.values(), return_exceptions=True)
+        held = list(self._held.values())  # their handlers have all ended by now
         self._held.clear()
         self._emptied.set()
         if held:
             log.info("event=drain_unlock worker=%s items=%d", self.name, len(held))
             self.stats.returned += len(held)
-            await asyncio.gather(*(self._unlock(j.node, j.item_id) for j in held))
-        if self._tasks:  # unlocks of items that arrived while cancelling
+            await asyncio.gather(*(self._unlock(j.node, j.item_id, CANCELLED) for j in held))
+        if self._tasks:  # acks and unlocks still on their way
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def abandon(self) -> None:
-        """Cancel everything without a word to the service (the connection is gone)."""
+        """Cancel everything without a word to the service (the connection is gone
+        or the worker aborts). A handler that may still run (a thread, or one that
+        ignores cancellation) is named in one WARNING line per item: the service
+        gives its item to another worker once this connection has closed."""
         self.accepting = False
+        now = self._clock()
+        for job, task in list(self._running.items()):
+            if task.done() or job.lost or self._held.get(job.item_id) is not job:
+                continue
+            self.stats.abandoned += 1
+            log.warning(
+                "event=item_abandoned worker=%s node=%s item=%s running_for=%.1fs "
+                "reason=worker_aborted note=another_worker_may_run_it",
+                self.name,
+                job.node,
+                job.item_id,
+                now - job.started_at,
+            )
         for task in list(self._tasks):
             task.cancel()
         self._held.clear()

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from xml.etree import ElementTree as ET
 
-from xmpp_queue.client import wire
+from xmpp_queue.client import wire, wire_locks
 from xmpp_queue.client.connection import QueueStream
 from xmpp_queue.client.errors import StanzaError
 
@@ -125,25 +125,38 @@ class PubSubLink:
     async def retract(self, node: str, item_id: str) -> None:
         await self.call(wire.retract(node, item_id))
 
-    async def unlock(self, node: str, item_id: str) -> None:
-        await self.call(wire.unlock(node, item_id))
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
+        await self.call(wire_locks.unlock(node, item_id, reason))
 
     async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
         """Several acks in one request: all or none (XEP-0060 §13.11)."""
         await self.call(wire.retract(node, item_ids))
 
-    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
+    async def unlock_items(
+        self, node: str, item_ids: Sequence[str], reasons: Mapping[str, str] | None = None
+    ) -> None:
         """Several nacks in one request (this project's ``<unlock/>``): all or none."""
-        await self.call(wire.unlock_items(node, item_ids))
+        await self.call(wire_locks.unlock_items(node, item_ids, reasons))
+
+    async def lock_timeout(self, node: str) -> int | None:
+        """The node's ``pubsub#queue_lock_timeout`` from its meta-data (XEP-0060
+        §5.4), or None when the service does not say."""
+        value = wire_locks.form_value(
+            await self.call(wire_locks.node_info_query(node), "get"), wire_locks.LOCK_TIMEOUT_FIELD
+        )
+        try:
+            return int(value) if value else None
+        except ValueError:
+            return None
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
-        await self.call(wire.extend(node, item_id, seconds))
+        await self.call(wire_locks.extend(node, item_id, seconds))
 
     async def unlock_later(self, node: str, item_id: str, delay: int) -> None:
-        await self.call(wire.unlock_later(node, item_id, delay))
+        await self.call(wire_locks.unlock_later(node, item_id, delay))
 
     async def dead_letter(self, node: str, item_id: str, reason: str) -> None:
-        await self.call(wire.dead_letter(node, item_id, reason))
+        await self.call(wire_locks.dead_letter(node, item_id, reason))
 
     async def item_ids(self, node: str) -> list[str]:
         return wire.result_item_ids(await self.call(wire.get_items(node), "get"))

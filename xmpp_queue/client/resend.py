@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from xmpp_queue.client.errors import ClientError, ConnectionLost, StanzaError
@@ -279,14 +279,18 @@ class SessionOps:
     async def retract(self, node: str, item_id: str) -> None:
         await send_until_answered(self.session, lambda link: link.retract(node, item_id))
 
-    async def unlock(self, node: str, item_id: str) -> None:
-        await send_until_answered(self.session, lambda link: link.unlock(node, item_id))
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
+        await send_until_answered(self.session, lambda link: link.unlock(node, item_id, reason))
 
     async def retract_items(self, node: str, item_ids: Sequence[str]) -> None:
         await send_until_answered(self.session, lambda link: link.retract_items(node, item_ids))
 
-    async def unlock_items(self, node: str, item_ids: Sequence[str]) -> None:
-        await send_until_answered(self.session, lambda link: link.unlock_items(node, item_ids))
+    async def unlock_items(
+        self, node: str, item_ids: Sequence[str], reasons: Mapping[str, str] | None = None
+    ) -> None:
+        await send_until_answered(
+            self.session, lambda link: link.unlock_items(node, item_ids, reasons)
+        )
 
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await send_until_answered(self.session, lambda link: link.extend(node, item_id, seconds))

@@ -193,49 +193,6 @@ def retract(node: str, item_ids: str | Sequence[str]) -> str:
     )
 
 
-def unlock_items(node: str, item_ids: Sequence[str]) -> str:
-    """This project's batch nack: several items given back at once (all or none)."""
-    return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{EXTEND_NS}' node='{quote_attr(node)}'>"
-        f"{_items(item_ids)}</unlock></pubsub>"
-    )
-
-
-def unlock(node: str, item_id: str) -> str:
-    """XEP-0254 §2.4: give the item back (nack)."""
-    return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{QUEUEING_NS}' node='{quote_attr(node)}'>"
-        f"<item id='{quote_attr(item_id)}'/></unlock></pubsub>"
-    )
-
-
-def extend(node: str, item_id: str, seconds: int) -> str:
-    """This project's extension: keep the lock for *seconds* from now."""
-    return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><extend xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
-        f" seconds='{int(seconds)}'><item id='{quote_attr(item_id)}'/></extend></pubsub>"
-    )
-
-
-def unlock_later(node: str, item_id: str, delay: int) -> str:
-    """This project's delayed nack: give the item back, offered again after *delay* s."""
-    return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><unlock xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
-        f" delay='{int(delay)}'><item id='{quote_attr(item_id)}'/></unlock></pubsub>"
-    )
-
-
-def dead_letter(node: str, item_id: str, reason: str) -> str:
-    """This project's dead-letter-now: the holder sends a poison item to the
-    node's dead-letter node, *reason* (one line, at most 200 characters: control
-    characters would not be XML) becomes its ``reason`` header."""
-    reason = "".join(c if c >= " " else " " for c in reason)[:200]
-    return (
-        f"<pubsub xmlns='{PUBSUB_NS}'><dead-letter xmlns='{EXTEND_NS}' node='{quote_attr(node)}'"
-        f" reason='{quote_attr(reason)}'><item id='{quote_attr(item_id)}'/></dead-letter></pubsub>"
-    )
-
-
 def get_items(node: str, max_items: int | None = None) -> str:
     limit = "" if max_items is None else f" max_items='{int(max_items)}'"
     return f"<pubsub xmlns='{PUBSUB_NS}'><items node='{quote_attr(node)}'{limit}/></pubsub>"

@@ -16,11 +16,14 @@ The life of a worker, in protocol terms:
    items and unsubscribes us);
 2. subscribe with ``pubsub#queue_requests`` in the same request (§2.1): the
    service then hands over up to that many items at a time;
-3. per item: the handler runs; success → retract (ack), exception → unlock;
+3. per item: the handler runs, its lock extended for as long as it runs;
+   success → retract (ack), exception → unlock saying why (the nack reason);
 4. on SIGINT/SIGTERM or :meth:`stop`: unsubscribe first (no new items), let
-   running handlers finish for ``drain_grace`` seconds, unlock what is left,
-   send unavailable presence, close the stream (§4's order for a subscriber
-   that stops).
+   running handlers finish for ``drain_grace`` seconds, cancel the rest and
+   unlock their items once they have ended (a handler in a thread cannot be
+   stopped: its lock is kept and the drain waits for it, saying so; a second
+   signal abandons it, one WARNING line per item), send unavailable presence,
+   close the stream (§4's order for a subscriber that stops).
 
 When the stream is lost (server restart, network, stream error) the worker logs
 in again with backoff (:class:`ReconnectPolicy`) under the same full JID: its
@@ -40,21 +43,20 @@ so the locks they release do not wait for their timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import secrets
 import signal
-import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from xmpp_queue.client.acks import BatchingOps
 from xmpp_queue.client.errors import ClientError, StanzaError
+from xmpp_queue.client.handlers import InThread, bind_handler
 from xmpp_queue.client.jobs import Handler, JobRunner, QueueOps, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.resend import SessionOps
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
+from xmpp_queue.client.worker_process import default_resource, stop_signals
 
 log = logging.getLogger("xmpp_queue.client")
 
@@ -64,10 +66,12 @@ MAX_BATCH = 1000  # the service's bound on items per notification and per reques
 class Worker:
     """A queue subscriber that runs ``await handler(job)`` for each item it gets.
 
-    *lock_extend* (seconds), when set, keeps long jobs' locks alive: a lock held
-    for a third of that time is pushed to now + *lock_extend* (and again a third
-    of the period after each extension). Choose it no longer than the node's
-    lock timeout.
+    A job's lock is kept alive while its handler runs: a lock a third gone is
+    extended (the client's extend request) to now + *lock_extend* seconds, or
+    + the node's lock timeout (read from its meta-data after subscribing) when
+    *lock_extend* is None. ``lock_extend=0`` turns that off (the lock timeout
+    then ends a hung handler's lock, and another worker may run its item while
+    it hangs).
 
     *name* is the worker's XMPP resource (``jid/name``): it shows in the
     service's ledger and the pipeline's report, and keeps the locks the
@@ -85,7 +89,9 @@ class Worker:
     with ``ConnectionLost``).
 
     *handler* must be ``async def`` (see :func:`~xmpp_queue.client.in_thread`
-    for blocking code); anything else is refused here with a ``TypeError``.
+    for blocking code); anything else is refused here with a ``TypeError``. An
+    ``in_thread`` handler runs in a thread pool of ``queue_requests`` threads
+    that the worker owns and shuts down when it stops.
 
     *link_factory* replaces the login (tests pass a fake link; anything with
     :class:`PubSubLink`'s methods will do).
@@ -115,6 +121,8 @@ class Worker:
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
         check_handler(handler)
+        if lock_extend is not None and lock_extend < 0:
+            raise ValueError("lock_extend must be 0 (off) or a number of seconds")
         bare_jid, _, resource = jid.partition("/")
         if not resource:
             resource = name or default_resource()
@@ -124,6 +132,12 @@ class Worker:
         self._password = password
         self.service_jid = service_jid
         self.node = node
+        self._executor: ThreadPoolExecutor | None = None
+        if isinstance(handler, InThread):  # one thread per held item, none shared
+            self._executor = ThreadPoolExecutor(
+                max_workers=queue_requests, thread_name_prefix=f"xmpp-queue-{name}"
+            )
+            handler = bind_handler(handler, self._executor)
         self.handler = handler
         self.queue_requests = queue_requests
         self.max_batch = max_batch
@@ -211,7 +225,7 @@ class Worker:
         except BaseException:
             session.abort()  # not a disconnection to report: start() raises
             raise
-        if self.lock_extend:
+        if self.lock_extend != 0:
             self._extender = asyncio.ensure_future(self._runner.extend_forever())
 
     def _attach(self, link: PubSubLink) -> None:
@@ -221,13 +235,26 @@ class Worker:
         link.send_presence()
         sub = await link.subscribe_queue(self.node, self.queue_requests, self.max_batch)
         self.subid = sub.subid
+        timeout = await self._lock_timeout(link)
+        if self._runner is not None and timeout is not None:
+            self._runner.lock_timeout = timeout
         log.info(
-            "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s",
+            "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s lock_timeout=%s",
             self.name,
             self.node,
             self.queue_requests,
             sub.subid,
+            timeout,
         )
+
+    async def _lock_timeout(self, link: PubSubLink) -> int | None:
+        """The node's lock timeout, which the lock keep-alive must beat (None: a
+        service that does not say; the keep-alive then assumes 30 s)."""
+        try:
+            return await link.lock_timeout(self.node)
+        except (ClientError, TimeoutError) as exc:
+            log.info("event=lock_timeout_unknown worker=%s error=%s", self.name, exc)
+            return None
 
     async def _resume(self, link: PubSubLink) -> None:
         """After a reconnect: drop the old subscription (the service may still count
@@ -258,7 +285,7 @@ class Worker:
         the worker (see :meth:`abort`); call :meth:`stop` first for a drain.
         """
         await self.start()
-        with self._signals(handle_signals):
+        with stop_signals(self._on_signal, handle_signals):
             try:
                 await self._finished.wait()
             except asyncio.CancelledError:
@@ -272,31 +299,13 @@ class Worker:
         """Until the worker has stopped, for whatever reason."""
         await self._finished.wait()
 
-    @contextlib.contextmanager
-    def _signals(self, enabled: bool) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
-
-        def on_signal(signum: signal.Signals) -> None:
-            if self._stopping is None:
-                log.info("event=worker_draining worker=%s signal=%s", self.name, signum.name)
-                self._stopping = asyncio.ensure_future(self._stop(self.drain_grace))
-            else:
-                log.warning("event=worker_abort worker=%s signal=%s", self.name, signum.name)
-                self.abort()
-
-        if enabled:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    loop.add_signal_handler(signum, on_signal, signum)
-                    installed.append(signum)
-                except (NotImplementedError, RuntimeError, ValueError):
-                    pass  # not the main thread, or no signals on this platform
-        try:
-            yield
-        finally:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self._stopping is None:
+            log.info("event=worker_draining worker=%s signal=%s", self.name, signum.name)
+            self._stopping = asyncio.ensure_future(self._stop(self.drain_grace))
+        else:
+            log.warning("event=worker_abort worker=%s signal=%s", self.name, signum.name)
+            self.abort()
 
     # --- events --------------------------------------------------------------------
 
@@ -328,6 +337,8 @@ class Worker:
             self._extender.cancel()
         if self._runner is not None:
             self._runner.abandon()
+        if self._executor is not None:  # threads still running end on their own
+            self._executor.shutdown(wait=False, cancel_futures=True)
         self._finished.set()
 
     # --- stopping ------------------------------------------------------------------
@@ -348,8 +359,6 @@ class Worker:
         try:
             if runner is not None:
                 runner.accepting = False
-            if self._extender is not None:
-                self._extender.cancel()
             if session is not None and (link is None or not link.connected):
                 session.abort()  # no stream now: what we hold comes back by lock timeout
                 return
@@ -381,10 +390,3 @@ class Worker:
         if self._session is not None:
             self._session.abort()
         self._halt()
-
-
-def default_resource() -> str:
-    """A worker name when none is given: host, process, and a few random bits
-    (two unnamed workers in one process must not share a resource)."""
-    host = socket.gethostname().split(".")[0] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(2)}"

@@ -14,7 +14,8 @@ groups items that an ordered queue (``pubsub#queue_ordered``) hands out one at a
 time, in publish order (docs/queueing.md, "Ordering keys").
 
 Every other name is the publisher's own and travels untouched. Names the
-service writes itself (``delivery-attempt``, a dead letter's ``reason``...) are
+service writes itself (``delivery-attempt``, a dead letter's ``reason``, a
+failure's ``last-error``...) are
 refused from publishers, so a worker can trust them. The limits are the node's
 (``pubsub#attributes_max`` and friends); each refusal names the limit it hit.
 
@@ -29,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLong
 from xmpp_queue.core.model import NodeConfig, Urgency
+from xmpp_queue.core.queue.failures import ERROR_HISTORY, LAST_ERROR
 
 START, EXPIRES, TTL, URGENCY = "Start", "Expires", "TTL", "Urgency"
 ORDERING_KEY = "ordering-key"
@@ -43,6 +45,8 @@ RESERVED = frozenset(
         "dead-lettered-at",
         "expired-at",
         "SubID",
+        LAST_ERROR,
+        ERROR_HISTORY,
     }
 )
 """Header names the service sets itself: a publisher may not forge them."""

@@ -201,7 +201,7 @@ class LeafPolicy:
         await delete_and_tell(work, node, redirect, queue=False)
 
     async def unlock(
-        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0, reason: str = ""
     ) -> None:
         raise NotAQueue(node.node_id)
 

@@ -83,7 +83,7 @@ class NodePolicy(Protocol):
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None: ...
 
     async def unlock(
-        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0, reason: str = ""
     ) -> None: ...
 
     async def dead_letter(

@@ -190,9 +190,15 @@ class ItemRepository(Protocol):
         """
 
     async def unlock(
-        self, node_id: str, item_id: str, subid: str, available_at: datetime | None
+        self,
+        node_id: str,
+        item_id: str,
+        subid: str,
+        available_at: datetime | None,
+        headers: Mapping[str, str] | None = None,
     ) -> bool:
-        """Release a lock held by *subid*; False when it is not (any more) held by it."""
+        """Release a lock held by *subid*; False when it is not (any more) held by it.
+        *headers*, when given, replace the item's (a failure's reason kept with it)."""
 
     async def extend(self, node_id: str, item_id: str, subid: str, expires_at: datetime) -> bool:
         """Move the deadline of a lock held by *subid*; False when it is not held by it."""

@@ -85,6 +85,7 @@ from xmpp_queue.core.ordering_config import check_ordering_change
 from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
 from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.queue.failures import MAX_REASON
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
 from xmpp_queue.core.service_admin import AdminLevers
 
@@ -672,21 +673,31 @@ class PubSubService:
 
     # --- queue (XEP-0254) ----------------------------------------------------------------
     async def unlock(
-        self, actor: Actor, node: str, item_id: str | Sequence[str], delay: int = 0
+        self,
+        actor: Actor,
+        node: str,
+        item_id: str | Sequence[str],
+        delay: int = 0,
+        reason: str | Mapping[str, str] = "",
     ) -> Outcome[None]:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber,
         not before *delay* seconds when given (our ``<unlock delay>``). Several ids
-        (our ``<unlock/>`` only): all or none, as a batch retract."""
+        (our ``<unlock/>`` only): all or none, as a batch retract. *reason* (ours:
+        why the handler failed; one for all, or per item id) is kept with the item
+        (``core/queue/failures.py``); one past 200 characters is refused."""
         self._ctx.admit(actor)
         item_ids = check_batch(item_id)
         if not 0 <= delay <= MAX_DELAY:
             raise BadRequest(f"delay must be between 0 and {MAX_DELAY}")
+        reasons = {i: reason for i in item_ids} if isinstance(reason, str) else dict(reason)
+        if any(len(text) > MAX_REASON for text in reasons.values()):
+            raise BadRequest(f"a reason is at most {MAX_REASON} characters")
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             policy = self._types.of(n)
             for one in item_ids:
-                await policy.unlock(w, n, actor, one, delay)
+                await policy.unlock(w, n, actor, one, delay, reasons.get(one, ""))
 
         return await self._ctx.run(op)
 

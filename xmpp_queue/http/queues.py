@@ -23,6 +23,7 @@ from xmpp_queue.core.attributes import RESERVED
 from xmpp_queue.core.errors import NodeNotFound
 from xmpp_queue.core.model import SYSTEM, Item
 from xmpp_queue.core.queue.deadlines import dead_letter_node
+from xmpp_queue.core.queue.failures import LAST_ERROR, history
 from xmpp_queue.core.reports import QueueDetails, QueueSummary
 from xmpp_queue.core.service import PubSubService
 
@@ -89,8 +90,15 @@ def lock_json(item: Item, now: datetime) -> dict[str, Any]:
             None if item.lock_expires_at is None else _seconds(item.lock_expires_at, now)
         ),
         "deliveries": item.deliveries,
+        **failures_json(item),
         "attributes": publisher_attributes(item),
     }
+
+
+def failures_json(item: Item) -> dict[str, Any]:
+    """Why its deliveries failed (``core/queue/failures.py``): the last reason and
+    the bounded history, oldest first."""
+    return {"last_error": item.headers.get(LAST_ERROR), "errors": history(item.headers)}
 
 
 def publisher_attributes(item: Item) -> dict[str, str]:
@@ -107,6 +115,7 @@ def dead_letter_json(item: Item) -> dict[str, Any]:
         "deliveries": int(h["deliveries"]) if h.get("deliveries", "").isdigit() else None,
         "reason": h.get("reason"),
         "dead_lettered_at": h.get("dead-lettered-at"),
+        **failures_json(item),
         "size": item.payload_size,
         "attributes": publisher_attributes(item),
     }

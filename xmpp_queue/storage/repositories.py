@@ -417,13 +417,20 @@ class ItemsRepo:
         return True
 
     async def unlock(
-        self, node_id: str, item_id: str, subid: str, available_at: datetime | None
+        self,
+        node_id: str,
+        item_id: str,
+        subid: str,
+        available_at: datetime | None,
+        headers: Mapping[str, str] | None = None,
     ) -> bool:
         ns = self._s.nodes.get(node_id)
         item = ns.items.get(item_id) if ns is not None else None
         if ns is None or item is None or item.locked_by != subid:
             return False
         new = without_lock(item, utc_opt(available_at))
+        if headers is not None:
+            new = copy_item(new, headers=frozen_headers(headers))
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, new)
         return True

@@ -289,7 +289,7 @@ async def on_unlock_later(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     req = rq.parse_batch_unlock(ps, el)
-    out = await svc.unlock(actor, req.node, req.item_ids, req.delay or 0)
+    out = await svc.unlock(actor, req.node, req.item_ids, req.delay or 0, req.reasons)
     return Answer(render.empty_result_text(iq), out.effects)
 
 

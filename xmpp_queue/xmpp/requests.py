@@ -19,7 +19,8 @@ treatment through :func:`canonical_payload_text`.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from lxml import etree
 from slixmpp import JID
@@ -181,6 +182,7 @@ class LockRequest:
     delay: int | None = None
     reason: str = ""
     item_ids: tuple[str, ...] = ()
+    reasons: Mapping[str, str] = field(default_factory=dict)  # our nack: why, per item id
 
 
 # --- small readers -------------------------------------------------------------------
@@ -491,8 +493,16 @@ def parse_lock(pubsub: ET.Element, el: ET.Element) -> LockRequest:
 
 def parse_batch_unlock(pubsub: ET.Element, el: ET.Element) -> LockRequest:
     """Our ``<unlock xmlns='urn:xmpp-queue:0'>``: one or more items (a batch nack,
-    all or none), optionally not offered again for ``delay`` seconds."""
+    all or none), optionally not offered again for ``delay`` seconds, optionally
+    saying why (``reason`` on ``<unlock/>`` for every item, on an ``<item/>`` for
+    that one; the service bounds its length)."""
     ns = el.tag[1:].split("}")[0]
     delay = _int(el.get("delay"), "delay", minimum=0)
     ids = _some_item_ids(el, ns)
-    return LockRequest(_node(el), ids[0], None, delay, "", ids)
+    default = el.get("reason", "")
+    reasons = {}
+    for item in el.findall(f"{{{ns}}}item"):
+        text = item.get("reason", default)
+        if text:
+            reasons[item.get("id") or ""] = text
+    return LockRequest(_node(el), ids[0], None, delay, default, ids, reasons)

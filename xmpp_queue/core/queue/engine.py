@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
     must_dead_letter,
     retry_available_at,
 )
+from xmpp_queue.core.queue.failures import HOLDER_GONE, LAST_ERROR, LOCK_TIMEOUT, with_failure
 from xmpp_queue.core.queue.notices import NoticeBatches
 from xmpp_queue.core.queue.single_active import active_subscription, takes_work
 
@@ -176,6 +177,7 @@ class QueueEngine:
         notify_holder: bool = True,
         not_before: datetime | None = None,
         at_once: bool = False,
+        error: str | None = None,
     ) -> bool:
         """A lock ended without an ack: offer the item again, or dead-letter it.
 
@@ -183,7 +185,9 @@ class QueueEngine:
         conditional on the same holder, so a concurrent ack wins cleanly. The item
         is offered again after the node's retry back-off, or at *not_before* if that
         is later (a worker's delayed unlock); *at_once* skips the back-off (a
-        single-active queue's hand-over keeps the items in their order).
+        single-active queue's hand-over keeps the items in their order). *error*
+        (why the delivery failed: the holder's nack reason, a lock timeout) is kept
+        in the item's headers (:mod:`.failures`) and its ledger row.
         """
         holder_sub, holder_jid = item.locked_by, item.lock_jid
         if holder_sub is None:
@@ -194,8 +198,15 @@ class QueueEngine:
         )
         if not dead and not_before is not None and not_before > work.now:
             available_at = max(available_at, not_before) if available_at else not_before
-        if not await work.tx.items.unlock(node.node_id, item.item_id, holder_sub, available_at):
+        headers = None
+        if error:
+            headers = with_failure(item.headers, error, item.deliveries, holder_jid, work.now)
+        if not await work.tx.items.unlock(
+            node.node_id, item.item_id, holder_sub, available_at, headers
+        ):
             return False
+        if headers is not None:
+            item = copy_item(item, headers=headers)
         record(work.tx.ledger, work.now, kind, item, holder_jid)
         if notify_holder and holder_jid:
             work.effects.append(
@@ -229,12 +240,13 @@ class QueueEngine:
             node.node_id, item.item_id, target.node_id, item.item_id, headers, work.now
         )
         log.info(
-            "event=dead_lettered node=%s item=%s deliveries=%d target=%s reason=%r",
+            "event=dead_lettered node=%s item=%s deliveries=%d target=%s reason=%r last_error=%r",
             node.node_id,
             item.item_id,
             item.deliveries,
             target.node_id,
             reason,
+            item.headers.get(LAST_ERROR, ""),
         )
         await self._arrived(work, target, moved)
 
@@ -272,8 +284,9 @@ class QueueEngine:
         released = 0
         at_once = node.config.queue_single_active
         for item in await work.tx.items.locked_by(node.node_id, sub.subid):
+            error = f"{HOLDER_GONE} ({reason})"
             if await self.requeue(
-                work, node, item, EventKind.UNLOCKED, reason, notify, at_once=at_once
+                work, node, item, EventKind.UNLOCKED, reason, notify, at_once=at_once, error=error
             ):
                 released += 1
         return released
@@ -308,7 +321,9 @@ class QueueEngine:
             node = touched.get(item.node) or await load_node(item.node)
             if node is None:
                 continue
-            if await self.requeue(work, node, item, EventKind.EXPIRED, "timeout"):
+            if await self.requeue(
+                work, node, item, EventKind.EXPIRED, "timeout", error=LOCK_TIMEOUT
+            ):
                 expired += 1
                 log.info(
                     "event=lock_expired node=%s item=%s holder=%s deliveries=%d",

@@ -48,11 +48,11 @@ from xmpp_queue.core.model import (
 from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
 from xmpp_queue.core.queue.engine import QueueEngine
+from xmpp_queue.core.queue.failures import MAX_REASON
 from xmpp_queue.core.queue.locks import Release, check_release
 from xmpp_queue.core.queue.overflow import make_room
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
-MAX_REASON = 200  # characters kept of a worker's dead-letter reason
 
 
 class QueuePolicy:
@@ -243,14 +243,21 @@ class QueuePolicy:
         return item
 
     async def unlock(
-        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0
+        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0, reason: str = ""
     ) -> None:
         """§2.4 nack: the holder gives the item back; it goes to the next subscriber
-        (not before *delay* seconds, when the holder asks for a delay)."""
+        (not before *delay* seconds, when the holder asks for a delay). A *reason*
+        (why the handler failed) is kept with the item (``last-error``)."""
         item = await self._held(work, node, actor, item_id, "unlock")
         not_before = work.now + timedelta(seconds=delay) if delay > 0 else None
         await self.engine.requeue(
-            work, node, item, EventKind.UNLOCKED, "unlocked", not_before=not_before
+            work,
+            node,
+            item,
+            EventKind.UNLOCKED,
+            "unlocked",
+            not_before=not_before,
+            error=reason or None,
         )
 
     async def dead_letter(

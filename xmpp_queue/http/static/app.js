@@ -179,12 +179,12 @@ function syncRows(selector, list, spec) {
 
 function lockSpec(node) {
   return {
-    columns: 7, empty: "no item is locked", rowClass: "lock", attr: "data-item",
+    columns: 8, empty: "no item is locked", rowClass: "lock", attr: "data-item",
     key: (l) => l.item,
-    cellClasses: ["item", "holder", "locked", "deadline", "deliveries", "attributes"],
+    cellClasses: ["item", "holder", "locked", "deadline", "deliveries", "last-error", "attributes"],
     texts: (l) => [l.item, l.holder || "–", duration(l.locked_seconds),
       l.deadline_in_seconds === null ? "–" : `in ${duration(l.deadline_in_seconds)}`, l.deliveries,
-      attributes(l.attributes)],
+      l.last_error || "–", attributes(l.attributes)],
     action: (l) => el("button", {
       class: "unlock", type: "button", onclick: () => run("unlock", { node, item: l.item }),
     }, "Unlock"),
@@ -200,10 +200,11 @@ const SUBSCRIBER_SPEC = {
 };
 
 const DEAD_SPEC = {
-  columns: 6, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
+  columns: 7, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
   key: (d) => d.item,
-  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.dead_lettered_at || "–", d.size,
-    attributes(d.attributes)],
+  cellClasses: ["item", "deliveries", "reason", "last-error", "dead-lettered-at", "size", "attributes"],
+  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.last_error || "–",
+    d.dead_lettered_at || "–", d.size, attributes(d.attributes)],
 };
 
 /** The JID of a single-active queue's active subscriber, or "none". */
