@@ -222,3 +222,39 @@ async def test_the_queueing_guide_example_runs_as_written(
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
     assert out.decode().strip().splitlines()[-1] == "['urgent', 'r3', 'r4']"
+
+
+async def test_the_topics_example_runs_as_written(
+    prosody: Any, attr_component: Any, accounts: Any, tmp_path: Any
+) -> None:
+    """docs/queueing.md's billing topic with three subscriptions, one filtered."""
+    import re
+    import sys
+
+    from tests.integration.conftest import REPO_ROOT, subprocess_env
+
+    guide = (REPO_ROOT / "docs" / "queueing.md").read_text(encoding="utf-8")
+    section = guide.split("## Topics and subscriptions", 1)[1]
+    script = section.split("```python\n", 1)[1].split("```", 1)[0]
+    printed = section.split("It prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    settings = {
+        "SERVICE": repr(accounts.component_jid),
+        "PUBLISHER": repr((f"pub@{prosody.domain}", accounts.password)),
+        "WORKER": repr((f"w3@{prosody.domain}", accounts.password)),
+        "CONNECT": repr({"host": prosody.host, "port": prosody.c2s_port, "allow_plain": True}),
+    }
+    for name, value in settings.items():
+        script, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", script, flags=re.M)
+        assert n == 1, f"the example sets {name} once"
+    path = tmp_path / "topics_example.py"
+    path.write_text(script, encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(path),
+        env=subprocess_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode() == printed

@@ -28,6 +28,7 @@ class EventKind(enum.StrEnum):
     EXTENDED = "extended"
     DEDUPLICATED = "deduplicated"  # a publish of an id inside the dedup window: stored nothing
     DROPPED = "dropped"  # expired or truncated on a node that drops rather than dead-letters
+    FILTERED = "filtered"  # a topic item a bound queue's filter kept out: stored nothing
 
 
 FINISHED = frozenset({EventKind.ACKED, EventKind.RETRACTED})

@@ -160,6 +160,10 @@ class NodeConfig:
     # Ordered work (docs/queueing.md, "Ordering keys" and "Single active consumer").
     queue_ordered: bool = False  # at most one item per ordering key in flight
     queue_single_active: bool = False  # one subscriber at a time receives
+    # Topics (docs/queueing.md, "Topics and subscriptions"): the node this queue is
+    # bound to (every item published there is copied here) and the filter over attributes.
+    queue_topic: str = ""
+    queue_filter: str = ""
 
 
 @dataclass(frozen=True, slots=True)

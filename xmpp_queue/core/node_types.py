@@ -116,6 +116,14 @@ class NodeTypes:
     def for_config(self, config: NodeConfig) -> NodePolicy:
         return self.queue if config.queue else self.leaf
 
+    async def publish_into(
+        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+    ) -> None:
+        """A new item arrives in *node* by publish (a topic's copy into a bound
+        queue): the node's type stores it with its own rules; it settles at the end."""
+        work.touched[node.node_id] = None
+        await self.of(node).publish(work, node, item_id, item, publisher)
+
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         work.touched[node.node_id] = None
         await self.of(node).arrived(work, node, item)

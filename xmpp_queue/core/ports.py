@@ -67,6 +67,10 @@ class NodeRepository(Protocol):
 
     async def all(self) -> list[Node]: ...
 
+    async def bound_to(self, topic: str) -> list[Node]:
+        """The queue nodes whose ``queue_topic`` is *topic*, from an index (a
+        publish to a topic asks this; it must not scan every node)."""
+
 
 class AffiliationRepository(Protocol):
     async def get(self, node_id: str, jid: str) -> Affiliation:

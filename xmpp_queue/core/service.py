@@ -30,7 +30,6 @@ from xmpp_queue.core.access import (
     require,
     visible,
 )
-from xmpp_queue.core.attributes import check_attributes
 from xmpp_queue.core.audience import options_of, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may_publish
@@ -47,13 +46,10 @@ from xmpp_queue.core.errors import (
     Forbidden,
     InvalidJid,
     InvalidSubId,
-    ItemForbidden,
     ItemRequired,
     NodeExists,
     NodeNotFound,
     NotSubscribed,
-    PayloadRequired,
-    PayloadTooBig,
     SubIdRequired,
 )
 from xmpp_queue.core.item_batches import check_batch, merge_retract_notices
@@ -88,6 +84,7 @@ from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.failures import MAX_REASON
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
 from xmpp_queue.core.service_admin import AdminLevers
+from xmpp_queue.core.topics import Topics, check_item
 
 __all__ = ["PubSubService", "ServiceSettings"]
 
@@ -106,6 +103,7 @@ class PubSubService:
         self._types = NodeTypes(ctx)
         ctx.settle = self._types.settle
         self.admin = AdminLevers(ctx, self._types)
+        self._topics = Topics(ctx, self._types.publish_into)
         self.store = store
         self.clock = clock
         self.settings = settings
@@ -255,6 +253,7 @@ class PubSubService:
         async def op(w: Work) -> str:
             if await w.tx.nodes.get(node_id) is not None:
                 raise NodeExists(node_id)
+            await self._topics.check_binding(w, actor, node_id, cfg, None)
             if not actor.system:
                 await self._check_node_quota(w, actor.bare, node_id, cfg)
             await w.tx.nodes.add(Node(node_id, cfg, w.now, actor.jid))
@@ -329,6 +328,8 @@ class PubSubService:
             check_ordering_change(cfg, n.config, await w.tx.items.count(node))
             before, after = self._types.of(n), self._types.for_config(cfg)
             after.validate(node, cfg)
+            await self._topics.check_binding(w, actor, node, cfg, n.config)
+            await self._topics.check_topic_change(w, n, cfg)
             if after is not before:
                 await before.may_leave(w, n, cfg)
             if not self._ctx.is_admin(actor):
@@ -352,6 +353,7 @@ class PubSubService:
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.DELETE)
+            await self._topics.topic_deleted(w, n)
             await self._types.of(n).delete(w, n, redirect)
             log.info("event=node_deleted node=%s by=%s", node, actor.bare or "system")
 
@@ -513,15 +515,11 @@ class PubSubService:
             cfg, policy, ids = n.config, self._types.of(n), []
             most = payload_limit(cfg, self.settings.max_payload_ceiling)
             for item in items:
-                if item.payload is None and cfg.deliver_payloads and cfg.persist_items:
-                    raise PayloadRequired()
-                if item.payload is not None and not cfg.deliver_payloads and not cfg.persist_items:
-                    raise ItemForbidden()
-                if item.size > most:
-                    raise PayloadTooBig(item.size, most)
-                check_attributes(item.attributes, cfg)
+                check_item(cfg, item, most)
                 new_id = item.item_id or self._ctx.new_id()
                 await policy.publish(w, n, new_id, item, actor.jid)
+                if not cfg.queue:  # a topic: copies into its bound queues (``topics``)
+                    await self._topics.fan_out(w, n, new_id, item, actor.jid)
                 ids.append(new_id)
             if bound:
                 rate.take(actor.bare, w.now, len(ids))

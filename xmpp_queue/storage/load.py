@@ -111,6 +111,7 @@ class StateBuilder:
             node = Node(node_id, codec.decode_config(config), when, creator)
             self._strings[node_id] = node_id
             self._state.nodes[node_id] = NodeState(node)
+            self._state.note_binding(node)
 
     def affiliations(self, rows: Iterable[Row]) -> None:
         nodes = self._state.nodes

@@ -78,12 +78,14 @@ class NodesRepo:
             node = dataclasses.replace(node, created_at=created)
         self._c.touch_node(node.node_id)
         self._s.nodes[node.node_id] = NodeState(node)
+        self._s.note_binding(node)
 
     async def update_config(self, node_id: str, config: NodeConfig) -> None:
         ns = self._s.nodes.get(node_id)
         if ns is not None:
             self._c.touch_node(node_id)
             ns.node = dataclasses.replace(ns.node, config=config)
+            self._s.note_binding(ns.node)
 
     async def remove(self, node_id: str) -> None:
         if node_id in self._s.nodes:
@@ -93,6 +95,9 @@ class NodesRepo:
 
     async def all(self) -> list[Node]:
         return [ns.node for _, ns in sorted(self._s.nodes.items())]
+
+    async def bound_to(self, topic: str) -> list[Node]:
+        return self._s.bound_to(topic)
 
 
 class AffiliationsRepo:

@@ -254,6 +254,25 @@ class MemoryState:
         self.next_sub_id = 1
         # Who holds which subscription, and who gets the next item (subscribers.py).
         self.subscribers = SubscriberIndex(self.nodes)
+        # Topic id -> queue ids that were ever bound to it in this process (a
+        # superset: ``bound_to`` checks each one's current config, so a rollback
+        # or an unbinding never leaves a wrong answer, only a stale key).
+        self.bindings: dict[str, dict[str, None]] = {}
+
+    def note_binding(self, node: Node) -> None:
+        """Index *node* under its topic when it is a bound queue (``bound_to``)."""
+        topic = node.config.queue_topic
+        if node.config.queue and topic:
+            self.bindings.setdefault(topic, {})[node.node_id] = None
+
+    def bound_to(self, topic: str) -> list[Node]:
+        """The queues bound to *topic* now: costs its bindings, not every node."""
+        found = []
+        for queue_id in self.bindings.get(topic, ()):
+            ns = self.nodes.get(queue_id)
+            if ns is not None and ns.node.config.queue and ns.node.config.queue_topic == topic:
+                found.append(ns.node)
+        return found
 
     # --- the one way an item changes -------------------------------------------------
 
@@ -406,6 +425,8 @@ class MemoryState:
     def recount(self) -> None:
         """Re-derive the store-wide counters and indexes after whole nodes came back."""
         self.locked_total = sum(len(ns.queue.locked) for ns in self.nodes.values())
+        for ns in self.nodes.values():
+            self.note_binding(ns.node)
         self.expiring_total = 0
         self.expiry_heap = []
         for ns in self.nodes.values():

@@ -1,0 +1,292 @@
+"""Stateful property test of topics: one topic, two bound queues (one filtered).
+
+The same harness as ``test_properties`` (the real service over the one store on
+memory, SQLite and PostgreSQL, a fake clock, restarts that reload from the
+database), with a topic ``billing`` and two queues bound to it: ``all`` (no
+filter, small ``max_items`` with the refuse rule, so some topic publishes are
+refused) and ``eu`` (``attributes.region = "eu" OR attributes:vip``). Rules:
+publishes to the topic by its publisher and by a stranger (refused), with
+random attributes (sometimes a forged reserved one: refused), workers
+subscribing to either queue, acks and nacks of held items, lock timeouts that
+dead-letter, and restarts.
+
+After every step it checks:
+
+- **fan-out**: every item the topic accepted is in every matching bound queue
+  exactly once: waiting or locked there, in its dead-letter node, or acked
+  (the queue's ledger's last word); it never reached a queue whose filter it
+  does not match (no ``published`` row there, one ``filtered`` row instead);
+- **refusals change nothing**: a refused publish to the topic left the topic,
+  both queues and the ledger exactly as they were;
+- **reload**: after a restart the store equals the one that was running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.unit.conftest import FakeClock
+from xmpp_queue.core.errors import PubSubError
+from xmpp_queue.core.ledger import EventKind
+from xmpp_queue.core.model import Actor, Affiliation
+from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.core.topic_filter import matches
+from xmpp_queue.storage.store import StateStore
+
+from .conftest import SQL_BACKENDS
+from .test_properties import SETTINGS, snapshot
+
+TOPIC = "billing"
+FILTER = 'attributes.region = "eu" OR attributes:vip'
+QUEUES = {"all": "", "eu": FILTER}
+OWNER = Actor("owner@example.org/desk")
+PUB = Actor("pub@example.org/engine")
+ADMIN = Actor("admin@example.org/console")
+STRANGER = Actor("eve@elsewhere.example/x")
+WORKERS = tuple(Actor(f"w{n}@example.org/r{n}") for n in range(1, 3))
+IN_QUEUE = {EventKind.PUBLISHED, EventKind.DELIVERED, EventKind.UNLOCKED, EventKind.EXPIRED}
+GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED, EventKind.DROPPED}
+NOT_A_MOVE = {EventKind.DEDUPLICATED, EventKind.FILTERED, EventKind.EXTENDED}
+
+Opener = Callable[[], Awaitable[StateStore]]
+Reopener = Callable[[], Awaitable[StateStore]] | None
+
+
+class TopicMachine(RuleBasedStateMachine):
+    open_store: Opener
+    reopen_store: Reopener = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.clock = FakeClock()
+        self.ids = itertools.count(1)
+        self.subids = itertools.count(1)
+        self.accepted: dict[str, dict[str, str]] = {}  # topic item id -> attributes
+        self.store = self.run(type(self).open_store())
+        self.service = self._service()
+        self.last: tuple[Any, ...] | None = None
+
+    def run(self, coroutine: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def _service(self) -> PubSubService:
+        service = PubSubService(
+            self.store,
+            self.clock,
+            lambda: f"sub{next(self.subids)}",
+            ServiceSettings(
+                admins=frozenset({ADMIN.bare}), access=ServiceAccess.for_domain("example.org")
+            ),
+        )
+        self.run(service.start())
+        return service
+
+    def attempt(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        before = self.last if self.last is not None else self.run(snapshot(self.store))
+        try:
+            return self.run(call())
+        except PubSubError:
+            assert self.run(snapshot(self.store)) == before, "a refused operation changed state"
+            return None
+
+    def teardown(self) -> None:
+        try:
+            if type(self).reopen_store is not None:
+                self.restart()
+            self.run(self.service.stop())
+            self.run(self.store.close())
+        finally:
+            self.loop.close()
+
+    @initialize(max_items=st.sampled_from(["3", "6"]))
+    def make_topic(self, max_items: str) -> None:
+        self.run(self.service.create_node(OWNER, TOPIC, {"pubsub#max_items": ["4"]}))
+        self.run(
+            self.service.set_node_affiliations(OWNER, TOPIC, [(PUB.bare, Affiliation.PUBLISHER)])
+        )
+        for queue, text in QUEUES.items():
+            config = {
+                "pubsub#queue": ["1"],
+                "pubsub#queue_topic": [TOPIC],
+                "pubsub#queue_filter": [text],
+                "pubsub#max_items": [max_items if queue == "all" else "100"],
+                "pubsub#queue_lock_timeout": ["30"],
+                "pubsub#queue_max_deliveries": ["2"],
+                "pubsub#queue_retry_delay": ["0"],
+            }
+            self.run(self.service.create_node(OWNER, queue, config))
+            members = [(w.bare, Affiliation.MEMBER) for w in WORKERS]
+            self.run(self.service.set_node_affiliations(OWNER, queue, members))
+
+    @rule(
+        actor=st.sampled_from((PUB, PUB, PUB, STRANGER)),
+        region=st.sampled_from([None, "eu", "us"]),
+        vip=st.booleans(),
+        forged=st.integers(0, 15),
+        count=st.sampled_from([1, 1, 2]),
+    )
+    def publish(self, actor: Actor, region: str | None, vip: bool, forged: int, count: int) -> None:
+        attributes: dict[str, str] = {}
+        if region:
+            attributes["region"] = region
+        if vip:
+            attributes["vip"] = "1"
+        if forged == 0:
+            attributes["delivery-attempt"] = "1"  # reserved: the whole publish is refused
+        ids = [f"t{next(self.ids)}" for _ in range(count)]
+        if count == 1:
+            call = lambda: self.service.publish(  # noqa: E731
+                actor, TOPIC, ids[0], "<ev/>", 5, attributes=attributes
+            )
+        else:
+            from xmpp_queue.core.model import NewItem
+
+            news = [NewItem(i, "<ev/>", 5, attributes) for i in ids]
+            call = lambda: self.service.publish_items(actor, TOPIC, news)  # noqa: E731
+        if self.attempt(call) is not None:
+            for item_id in ids:
+                self.accepted[item_id] = attributes
+
+    @rule(worker=st.sampled_from(WORKERS), queue=st.sampled_from(sorted(QUEUES)))
+    def subscribe(self, worker: Actor, queue: str) -> None:
+        self.attempt(
+            lambda: self.service.subscribe(
+                worker, queue, worker.jid, {"pubsub#queue_requests": ["2"]}
+            )
+        )
+
+    @rule(
+        worker=st.sampled_from(WORKERS), queue=st.sampled_from(sorted(QUEUES)), nack=st.booleans()
+    )
+    def finish_held(self, worker: Actor, queue: str, nack: bool) -> None:
+        async def held() -> list[str]:
+            async with self.store.transaction() as tx:
+                return [i.item_id for i in await tx.items.locked(queue) if i.lock_jid == worker.jid]
+
+        for item_id in self.run(held())[:1]:
+            verb = self.service.unlock if nack else self.service.retract
+            self.attempt(lambda: verb(worker, queue, item_id))  # noqa: B023 (run at once)
+
+    @rule(seconds=st.sampled_from([10, 31]))
+    def time_passes(self, seconds: int) -> None:
+        self.clock.now += timedelta(seconds=seconds)
+        self.run(self.service.tick())
+
+    @rule()
+    def restart(self) -> None:
+        if type(self).reopen_store is None:
+            return
+        live = self.run(snapshot(self.store))
+        self.run(self.service.stop())
+        self.run(self.store.close())
+        reopen = type(self).reopen_store
+        assert reopen is not None
+        self.store = self.run(reopen())
+        self.service = self._service()
+        assert self.run(snapshot(self.store)) == live, "the reloaded store differs"
+
+    @invariant()
+    def every_topic_item_is_once_in_every_matching_queue(self) -> None:
+        state = self.run(snapshot(self.store))
+        self.last = state
+        _, items, _, _, ledger = state
+        topic_ids = {i.item_id for i in items.get(TOPIC, ())}
+        for queue, text in QUEUES.items():
+            dead = f"{queue}/dead-letter"
+            in_queue = {i.item_id for i in items.get(queue, ())}
+            in_dead = {i.item_id for i in items.get(dead, ())}
+            last: dict[str, EventKind] = {}
+            published: set[str] = set()
+            filtered: set[str] = set()
+            for event in ledger:
+                if event.node != queue:
+                    continue
+                if event.kind is EventKind.PUBLISHED:
+                    published.add(event.item_id)
+                if event.kind is EventKind.FILTERED:
+                    filtered.add(event.item_id)
+                if event.kind not in NOT_A_MOVE:
+                    last[event.item_id] = event.kind
+            for item_id, attributes in self.accepted.items():
+                if matches(text, attributes):
+                    places = (
+                        (item_id in in_queue) + (item_id in in_dead) + (last.get(item_id) in GONE)
+                    )
+                    assert places == 1, (queue, item_id, places, last.get(item_id))
+                    if item_id in in_queue:
+                        assert last[item_id] in IN_QUEUE, (queue, item_id, last[item_id])
+                    assert item_id not in filtered, (queue, item_id)
+                else:
+                    assert item_id not in published | in_queue | in_dead, (queue, item_id)
+                    assert item_id in filtered, (queue, item_id)
+            assert in_queue | in_dead | published <= set(self.accepted), queue
+        assert topic_ids <= set(self.accepted)
+
+
+def _machine(open_store: Opener, reopen_store: Reopener) -> type[TopicMachine]:
+    return type(
+        "TopicMachineOnBackend",
+        (TopicMachine,),
+        {"open_store": staticmethod(open_store), "reopen_store": staticmethod(reopen_store)},
+    )
+
+
+def test_topics_keep_their_promises_in_memory() -> None:
+    async def open_memory() -> StateStore:
+        return StateStore.in_memory()
+
+    run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+def test_topics_keep_their_promises_on_a_database(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        workdir = Path(tempfile.mkdtemp(prefix="xq-topic-properties-"))
+        request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        counter = itertools.count()
+        current: list[str] = []
+
+        async def open_db() -> StateStore:
+            path = workdir / f"example-{next(counter)}.db"
+            shutil.copyfile(template, path)
+            current[:] = [f"sqlite:///{path}"]
+            return await StateStore.open(current[0])
+
+        async def reopen_db() -> StateStore:
+            return await StateStore.open(current[0])
+
+    else:
+        url: str = request.getfixturevalue("pg_migrated")
+
+        async def open_db() -> StateStore:
+            from .conftest import _empty_pg
+
+            await _empty_pg(url)
+            return await StateStore.open(url)
+
+        async def reopen_db() -> StateStore:
+            return await StateStore.open(url)
+
+    run_state_machine_as_test(_machine(open_db, reopen_db), settings=SETTINGS)
