@@ -69,13 +69,15 @@ def _item_history(
     events: list[tuple[datetime, str, str | None, int]] = [(start, K.PUBLISHED, None, 0)]
     t = start
     fate = rng.random()
-    if fate < 0.05:  # still queued, never delivered
+    if fate < 0.04:  # still queued, never delivered
         return events, t
-    if fate < 0.07:  # waited past its expiry on a node that drops
+    if fate < 0.06:  # a topic item this queue's filter kept out: only the row
+        return [(start, K.FILTERED, None, 0)], t
+    if fate < 0.09:  # waited past its expiry on a node that drops
         t += _micros(rng, 5, 60)
         events.append((t, K.DROPPED, None, 0))
         return events, t
-    if fate < 0.10:  # retracted by its publisher before anyone took it
+    if fate < 0.12:  # retracted by its publisher before anyone took it
         t += _micros(rng, 0.5, 20)
         events.append((t, K.RETRACTED, None, 0))
         return events, t

@@ -83,8 +83,8 @@ def lifecycles(rows: Iterable[Row]) -> dict[tuple[str, str, int], Lifecycle]:
     for (node, item_id), events in by_item.items():
         cycle = 0
         for row in sorted(events, key=lambda r: r.id):
-            if row.kind == K.DEDUPLICATED:
-                continue  # a repeat publish that changed nothing: no lifecycle
+            if row.kind in (K.DEDUPLICATED, K.FILTERED):
+                continue  # a repeat publish, a filtered topic item: no lifecycle
             key = (node, item_id, cycle)
             life = result.setdefault(key, Lifecycle(node, item_id, cycle))
             life.max_deliveries = max(life.max_deliveries, row.deliveries)

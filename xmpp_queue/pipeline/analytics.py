@@ -25,6 +25,8 @@ from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import AT, DELIVERIES, ID, ITEM_ID, KIND, NODE, SUBSCRIBER
 from xmpp_queue.pipeline.ledger_frame import KINDS, REMOVING_KINDS
 
+NOT_AN_ITEM_KINDS = (EventKind.DEDUPLICATED.value, EventKind.FILTERED.value)
+
 CYCLE = "cycle"
 BUCKET = "bucket_start"
 BACKLOG = "backlog"
@@ -68,10 +70,11 @@ def with_lifecycle(events: DataFrame) -> DataFrame:
 def item_lifecycles(cycled: DataFrame) -> DataFrame:
     """One row per (node, item_id, cycle) with its times, counts and latencies.
 
-    A ``deduplicated`` row (a repeat publish inside the dedup window) changed no
-    item, so it belongs to no lifecycle."""
+    A ``deduplicated`` row (a repeat publish inside the dedup window) or a
+    ``filtered`` row (a topic item a queue's filter kept out) changed no item of
+    the queue, so it belongs to no lifecycle."""
     removing = F.col(KIND).isin(*REMOVING_KINDS)
-    cycled = cycled.where(F.col(KIND) != EventKind.DEDUPLICATED.value)
+    cycled = cycled.where(~F.col(KIND).isin(*NOT_AN_ITEM_KINDS))
     grouped = cycled.groupBy(NODE, ITEM_ID, CYCLE).agg(
         F.min(F.when(_is(_PUBLISHED), F.col(AT))).alias("published_at"),
         F.min(F.when(_is(_DELIVERED), F.col(AT))).alias("first_delivered_at"),
