@@ -41,7 +41,7 @@ import pytest_asyncio
 from slixmpp import ClientXMPP
 
 import xmpp_queue
-from tests.conftest import missing
+from tests.kit.env import missing
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody, ServerError, ServerNotInstalled
 from xmpp_queue.servers.shipped import read_ejabberd_listener, read_prosody_example
 

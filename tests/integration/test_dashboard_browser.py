@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import missing
 from tests.integration.conftest import ClientFactory, ComponentFactory
 from tests.integration.queue_helpers import (
     Inbox,
@@ -37,6 +36,7 @@ from tests.integration.queue_helpers import (
     subscribe_queue,
     wait_until,
 )
+from tests.kit.env import missing
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import missing
 from tests.integration.conftest import subprocess_env
+from tests.kit.env import missing
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,10 @@ JVM costs seconds), with two shuffle partitions, no UI, no code generation
 and the driver on 127.0.0.1. Ledger databases are migrated with the real alembic ``upgrade()``
 and filled with plain SQLAlchemy inserts through the storage schema, so they
 hold exactly what the service would store (SQLite: UTC text timestamps).
-PostgreSQL comes from ``XMPP_QUEUE_TEST_PG_URL``: skipped with the reason when
-unset, a failure under ``CI``.
+PostgreSQL: one ledger database of the session's own, created on the server
+``XMPP_QUEUE_TEST_PG_URL`` names, migrated once, its ledger emptied before each
+test and dropped at the end (``tests/kit/pg.py``); skipped with the reason when
+the variable is unset, a failure under ``CI``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PG_ENV, missing
+from tests.kit import pg
+from tests.kit.env import missing
 from tests.pipeline.ledger_factory import Row, simulate_ledger
 
 
@@ -151,26 +154,22 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def pg_test_url() -> str:
-    url = os.environ.get(PG_ENV)
-    if url:
-        return url
-    missing(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+@pytest.fixture(scope="session")
+def pg_ledger_database() -> Iterator[str]:
+    """The session's own migrated PostgreSQL database (dropped at the end)."""
+    with pg.migrated("ledger") as url:
+        yield url
 
 
 @pytest.fixture
-def pg_url() -> str:
-    """The test PostgreSQL database, migrated, with an empty ledger."""
-    from xmpp_queue.storage.migrations import upgrade
-
-    url = pg_test_url()
-    upgrade(url)
-    _clear_ledger(url)
-    return url
+def pg_ledger_url(pg_ledger_database: str) -> str:
+    """The session's PostgreSQL ledger database, migrated, with an empty ledger."""
+    _clear_ledger(pg_ledger_database)
+    return pg_ledger_database
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_db_url(request: pytest.FixtureRequest) -> str:
     """A migrated, empty ledger on each backend."""
-    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    name = "sqlite_url" if request.param == "sqlite" else "pg_ledger_url"
     return str(request.getfixturevalue(name))
