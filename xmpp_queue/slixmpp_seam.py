@@ -29,6 +29,8 @@ What remains overridden, and why no public API serves (slixmpp 1.17):
 - ``send_raw`` (both): the component's last size guard (:meth:`may_write`); the
   client writes its own buffered traffic first, so slixmpp's writes never
   overtake it (:meth:`before_raw_write`).
+- Called, not replaced: ``_build_stanza`` (:meth:`stanza_of`), the stanza object
+  slixmpp would build, for the raw IQs the component answers.
 - Read, not replaced: ``_session_started`` and ``waiting_queue``, to write a
   stanza at once when slixmpp's send queue is empty (:meth:`send_queue_idle`),
   which keeps order without the queue's task hand-over per stanza.
@@ -46,7 +48,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from slixmpp import ClientXMPP, ComponentXMPP
-from slixmpp.xmlstream import XMLStream
+from slixmpp.xmlstream import StanzaBase, XMLStream
 
 # The range the overrides below were checked against (setup.cfg pins the same).
 SLIXMPP_TESTED = ">=1.17,<1.18"
@@ -62,6 +64,11 @@ OVERRIDES: dict[tuple[type[Any], str], str] = {
     (ClientXMPP, "_spawn_event"): "(self, xml)",
     (ClientXMPP, "_handle_stream_features"): "(self, features)",
     (ClientXMPP, "send_raw"): "(self, data)",
+}
+
+# Private slixmpp methods called (not overridden), with their parameters likewise.
+CALLED: dict[tuple[type[Any], str], str] = {
+    (ComponentXMPP, "_build_stanza"): "(self, xml, default_ns=None)",
 }
 
 # What the overrides rely on besides their own signature: (class, method, text its
@@ -114,9 +121,10 @@ class SeamComponent(ComponentXMPP):
         session runs, a transport is there, and slixmpp's send queue is empty."""
         return self._session_started and self.transport is not None and self.waiting_queue.empty()
 
-    @property
-    def session_running(self) -> bool:
-        return self._session_started
+    def stanza_of(self, xml: ET.Element) -> StanzaBase:
+        """The stanza object slixmpp itself would build for *xml* (the registered
+        root class, e.g. the component's own ``Iq``, with the stream's language)."""
+        return self._build_stanza(xml)
 
     # --- the overrides -------------------------------------------------------------
 

@@ -20,21 +20,33 @@ from slixmpp.xmlstream import XMLStream
 from xmpp_queue import slixmpp_seam
 from xmpp_queue.admin_client import AdminClient
 from xmpp_queue.client.connection import QueueStream
-from xmpp_queue.slixmpp_seam import OVERRIDES, RELIED_ON, SeamClient, SeamComponent, parameters
+from xmpp_queue.slixmpp_seam import (
+    CALLED,
+    OVERRIDES,
+    RELIED_ON,
+    SeamClient,
+    SeamComponent,
+    parameters,
+)
 from xmpp_queue.xmpp.component import QueueComponent
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+RECORDED = {**OVERRIDES, **CALLED}
+
+
 @pytest.mark.parametrize(
-    ("cls", "method"), list(OVERRIDES), ids=[f"{c.__name__}.{m}" for c, m in OVERRIDES]
+    ("cls", "method"), list(RECORDED), ids=[f"{c.__name__}.{m}" for c, m in RECORDED]
 )
-def test_an_overridden_method_keeps_its_recorded_signature(cls: type, method: str) -> None:
+def test_an_overridden_or_called_method_keeps_its_recorded_signature(
+    cls: type, method: str
+) -> None:
     found = getattr(cls, method, None)
-    assert found is not None, f"slixmpp {cls.__name__}.{method} is gone (slixmpp_seam overrides it)"
-    assert parameters(found) == OVERRIDES[(cls, method)], (
+    assert found is not None, f"slixmpp {cls.__name__}.{method} is gone (slixmpp_seam uses it)"
+    assert parameters(found) == RECORDED[(cls, method)], (
         f"slixmpp {cls.__name__}.{method} changed its parameters: "
-        f"{parameters(found)} (slixmpp_seam was written against {OVERRIDES[(cls, method)]})"
+        f"{parameters(found)} (slixmpp_seam was written against {RECORDED[(cls, method)]})"
     )
 
 

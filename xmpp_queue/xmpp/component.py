@@ -28,9 +28,9 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from slixmpp import Iq, Message, Presence
+from slixmpp import JID, Iq, Message, Presence
 from slixmpp.xmlstream import StanzaBase
 from slixmpp.xmlstream.handler import CoroutineCallback
 from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
@@ -180,7 +180,7 @@ class QueueComponent(SeamComponent):
         self.requests = RequestRouter(
             service,
             self.send_outcome,
-            stanza_of=self._build_stanza,
+            stanza_of=self._iq_of,
             max_stanza_size=max_stanza_size,
         )
         self._iq_tag = f"{{{self.default_ns}}}iq"
@@ -234,6 +234,10 @@ class QueueComponent(SeamComponent):
             self._spawn(self.requests.handle_element(xml))
             return True
         return False
+
+    def _iq_of(self, xml: Any) -> Iq:
+        """The router's stanza factory: only pubsub IQs reach it (``take_raw``)."""
+        return cast(Iq, self.stanza_of(xml))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(work)
@@ -320,7 +324,7 @@ class QueueComponent(SeamComponent):
         the registered commands again so admins can discover them."""
         disco = self.plugin["xep_0030"]
         for (jid, node), (name, *_rest) in self.plugin["xep_0050"].commands.items():
-            disco.add_item(jid=jid, name=name, node=COMMANDS, subnode=node, ijid=jid)
+            disco.add_item(jid=jid, name=name, node=COMMANDS, subnode=node or "", ijid=JID(jid))
 
     async def _on_session_start(self, _: Any) -> None:
         self._connected = True
