@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-from tests.pipeline.conftest import insert_rows, ledger_ids  # noqa: E402
+from tests.kit.ledger import insert_rows, ledger_ids  # noqa: E402
 from tests.pipeline.ledger_factory import START, Row, simulate_ledger  # noqa: E402
 from xmpp_queue.pipeline.export import ExportError, export_ledger, read_manifests  # noqa: E402
 from xmpp_queue.pipeline.ledger_io import jdbc_source  # noqa: E402

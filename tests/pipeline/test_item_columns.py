@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 from xmpp_queue.pipeline.item_columns import ItemColumns, parse_column_list, row_headers
 from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError
 

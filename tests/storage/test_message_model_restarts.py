@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import build_service
+from tests.kit import FakeClock, build_service
 from tests.kit.stores import SQL_BACKENDS, empty_database
-from tests.unit.conftest import FakeClock
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.ledger import EventKind

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit import FakeClock
 from tests.kit.stores import SQL_BACKENDS, empty_database
-from tests.unit.conftest import FakeClock
 from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.service import PubSubService
 

@@ -70,8 +70,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from tests.kit import FakeClock
 from tests.kit.stores import SQL_BACKENDS, empty_pg
-from tests.unit.conftest import FakeClock
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
