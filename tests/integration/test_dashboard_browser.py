@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.integration.conftest import ClientFactory, ComponentFactory
 from tests.integration.queue_helpers import (
     Inbox,
     QueueWorker,
@@ -37,6 +36,7 @@ from tests.integration.queue_helpers import (
     wait_until,
 )
 from tests.kit.env import missing
+from tests.kit.integration import ClientFactory, ComponentFactory
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.integration.conftest import PASSWORD
 from tests.integration.queue_helpers import unique
+from tests.kit.integration import PASSWORD
 from tests.kit.pg import plain_dsn
 from xmpp_queue.client import Job, Publisher, PublishError, RetryPolicy, Worker, json_payload
 

@@ -63,7 +63,7 @@ def test_contradictory_choices_are_refused_before_spark(columns: ItemColumns, me
 
 
 def test_the_command_refuses_them_in_one_line_with_exit_2(tmp_path: Path) -> None:
-    from tests.integration.conftest import subprocess_env
+    from tests.kit.integration import subprocess_env
 
     argv = ["pipeline", "enqueue", "--node", "j", "--input", "a.csv"]
     result = subprocess.run(
