@@ -26,9 +26,11 @@ from load import PUBSUB, create_queue_node, is_result
 from processes import (
     component_config,
     cpu_seconds,
+    drop_postgres_db,
     migrate,
     private_prosody,
     recreate_postgres_db,
+    scratch_db_name,
     start_component,
 )
 from queue_throughput import wait_ready
@@ -36,7 +38,7 @@ from wire import LightClient
 
 DOMAIN, QUEUE_DOMAIN, SECRET, PASSWORD = "localhost", "queue.localhost", "bench", "pw"
 NODE = "delayed"
-PG_DB = "xq_bench_delayed"
+PG_DB = scratch_db_name("xq_bench_delayed")  # this run's own, dropped at its end
 SHIM = "http://jabber.org/protocol/shim"
 
 
@@ -111,6 +113,7 @@ async def run(args: argparse.Namespace) -> None:
             finally:
                 await pub.close()
                 server.stop()
+                drop_postgres_db(PG_DB)  # only if this run created it
         print(f"backend {args.backend}, {args.items:,} items delayed by an hour")
         print(f"publishing them: {loaded:.1f} s ({args.items / loaded:,.0f} items/s)")
         print(

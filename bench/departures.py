@@ -95,7 +95,7 @@ async def bystander(service: PubSubService, stop: asyncio.Event, lat: list[float
 
 async def open_store(kind: str, workdir: Path, pg_db: str) -> Store:
     """The store `xmpp_queue.app` runs, over the backend *kind* (PostgreSQL: *pg_db*,
-    dropped and created again)."""
+    a database this run creates, and drops at its end)."""
     from xmpp_queue.storage import migrations
     from xmpp_queue.storage.store import StateStore
 
@@ -114,6 +114,9 @@ async def open_store(kind: str, workdir: Path, pg_db: str) -> Store:
 
 async def bench(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xq-departures-") as tmp:
+        from processes import scratch_db_name
+
+        args.pg_db = scratch_db_name(args.pg_db)
         store = await open_store(args.store, Path(tmp), args.pg_db)
         settings = ServiceSettings(
             access=ServiceAccess.for_domain("localhost"), limits=Limits(publish_rate=0)
@@ -193,7 +196,11 @@ def main() -> None:
     p.add_argument("--store", choices=("memory", "sqlite", "postgresql"), default="sqlite")
     p.add_argument("--workers", type=int, default=10_000)
     p.add_argument("--backlog", type=int, default=1000, help="items locked before they leave")
-    p.add_argument("--pg-db", default="xq_bench_departures", help="dropped and recreated")
+    p.add_argument(
+        "--pg-db",
+        default="xq_bench_departures",
+        help="name prefix of the database the run creates (and drops at its end)",
+    )
     p.add_argument("--profile", action="store_true", help="cProfile the departures")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--timeout", type=float, default=900.0)

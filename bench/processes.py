@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -184,19 +185,35 @@ def start_component(config: Path, log: Path, src: Path = REPO) -> Child:
     return Child("component", argv, log, cwd=src, src=src)
 
 
+_CREATED_DATABASES: set[str] = set()  # what this process made, and so may drop
+
+
+def scratch_db_name(prefix: str) -> str:
+    """A database name of this run's own (*prefix*, the PID and a random part): a
+    benchmark never reuses, and so never drops, a database someone else made."""
+    return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
 def recreate_postgres_db(name: str, host: str = "127.0.0.1", user: str = "postgres") -> None:
-    """A clean database per run: drop it (with its connections) and create it again."""
+    """A clean database per run: drop it if this process created it before, then
+    create it (``createdb`` fails on a name that exists: nothing is overwritten)."""
     base = ["-h", host, "-U", user]
-    subprocess.run(["dropdb", *base, "--if-exists", "--force", name], check=True, timeout=60)
+    if name in _CREATED_DATABASES:
+        subprocess.run(["dropdb", *base, "--if-exists", "--force", name], check=True, timeout=60)
     subprocess.run(["createdb", *base, name], check=True, timeout=60)
+    _CREATED_DATABASES.add(name)
 
 
 def drop_postgres_db(name: str, host: str = "127.0.0.1", user: str = "postgres") -> None:
+    """Drop *name* if this process created it (anything else is left alone)."""
+    if name not in _CREATED_DATABASES:
+        return
     subprocess.run(
         ["dropdb", "-h", host, "-U", user, "--if-exists", "--force", name],
         check=False,
         timeout=60,
     )
+    _CREATED_DATABASES.discard(name)
 
 
 def wait_exit(child: Child, seconds: float) -> None:

@@ -62,6 +62,7 @@ from processes import (
     private_prosody,
     prosody_version,
     recreate_postgres_db,
+    scratch_db_name,
     start_component,
     start_null_component,
 )
@@ -76,7 +77,7 @@ NULL_DOMAIN = "null.localhost"
 SECRET = "bench-secret"
 PASSWORD = "bench-password"
 NODE = "bench-queue"
-PG_DB = "xq_bench"
+PG_DB = scratch_db_name("xq_bench")  # this run's own, dropped at its end
 T = TypeVar("T")
 PG_URL = f"postgresql://postgres@127.0.0.1:5432/{PG_DB}"
 

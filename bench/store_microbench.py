@@ -9,11 +9,12 @@ microseconds per item, which is the figure to read on a shared machine.
     python bench/store_microbench.py --store database \\
         --url postgresql://postgres@127.0.0.1/xq_wb
 
-The database is emptied and migrated first (SQLite: the file is deleted;
-PostgreSQL: the public schema is dropped), so point ``--url`` at a scratch
-database. ``--store memory`` runs the same load on the store with no database
-behind it: the core's own cost, the floor any backend adds to. ``--profile FILE`` writes a
-cProfile of the run.
+The database is made empty and migrated first: SQLite, the file named by ``--url``
+is deleted, so point it at a scratch file; PostgreSQL, ``--url`` names the server
+only: the run creates a database of its own beside the one named, and drops it
+at its end (the named database is never written). ``--store memory`` runs the
+same load on the store with no database behind it: the core's own cost, the
+floor any backend adds to. ``--profile FILE`` writes a cProfile of the run.
 
 ``--backlog N`` queues N items before the workers subscribe (the rate then
 counts the backlog's acks too); the write-behind store is reopened after
@@ -49,7 +50,7 @@ from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
-from xmpp_queue.storage.engine import is_sqlite, make_engine
+from xmpp_queue.storage.engine import is_sqlite, normalize_url
 from xmpp_queue.storage.migrations import upgrade
 
 WORKERS = 4
@@ -67,18 +68,38 @@ def remove_sqlite(path: str) -> None:
 
 
 async def reset(url: str) -> None:
-    """An empty, migrated database at *url*."""
+    """An empty, migrated database at *url* (SQLite: the file is deleted first;
+    PostgreSQL: *url* is a database :func:`scratch_postgres` just created)."""
     if is_sqlite(url):
         await asyncio.to_thread(remove_sqlite, url.split("///", 1)[1])
-    else:
-        engine = make_engine(url)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text("DROP SCHEMA public CASCADE"))
-                await conn.execute(text("CREATE SCHEMA public"))
-        finally:
-            await engine.dispose()
     await asyncio.to_thread(upgrade, url)
+
+
+async def _server_sql(url: str, statement: str) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def scratch_postgres(url: str) -> str:
+    """Create a database of this run's own on *url*'s server; return its URL."""
+    from sqlalchemy.engine import make_url
+
+    name = f"xq_microbench_{uuid.uuid4().hex[:12]}"
+    await _server_sql(url, f'CREATE DATABASE "{name}"')
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_scratch_postgres(server_url: str, scratch_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    name = make_url(scratch_url).database
+    await _server_sql(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def open_store(kind: str, url: str) -> Store:
@@ -276,7 +297,21 @@ def main() -> None:
             parser.error("--memory needs a SQLite --url")
         asyncio.run(measure_memory(url, args.memory))
         return
-    asyncio.run(run(args.store, url, args.items, args.window, args.profile, args.backlog))
+    asyncio.run(run_on(args.store, url, args.items, args.window, args.profile, args.backlog))
+
+
+async def run_on(
+    kind: str, url: str, items: int, window: int, profile: str | None, backlog: int
+) -> None:
+    """:func:`run` on *url* (SQLite), or on a scratch database beside it (PostgreSQL)."""
+    if is_sqlite(url):
+        await run(kind, url, items, window, profile, backlog)
+        return
+    scratch = await scratch_postgres(url)
+    try:
+        await run(kind, scratch, items, window, profile, backlog)
+    finally:
+        await drop_scratch_postgres(url, scratch)
 
 
 if __name__ == "__main__":

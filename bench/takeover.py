@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 from processes import drop_postgres_db, recreate_postgres_db  # noqa: E402
 
 from tests.integration.cluster import Cluster, timed_takeover  # noqa: E402
-from tests.integration.conftest import (  # noqa: E402
+from tests.integration.queue_helpers import create_queue  # noqa: E402
+from tests.kit.integration import (  # noqa: E402
     COMPONENTS,
     PASSWORD,
     USERS,
@@ -40,7 +41,6 @@ from tests.integration.conftest import (  # noqa: E402
     make_component,
     new_client,
 )
-from tests.integration.queue_helpers import create_queue  # noqa: E402
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody  # noqa: E402
 
 

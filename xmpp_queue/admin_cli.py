@@ -146,8 +146,7 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
         form.update(_settings(args.set))
         return node, [form]
     if action in ("purge", "delete-node"):
-        target = _node(args)
-        return node, [{"node": target}, {"confirm": _confirmed(args)}]
+        return node, [{"node": _node(args)}, {"confirm": _confirmed(args)}]
     raise UsageError(f"unknown command {action}")
 
 

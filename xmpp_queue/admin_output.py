@@ -79,10 +79,10 @@ def form_data(form: Form) -> tuple[dict[str, Any], str | None, list[dict[str, An
     reported = xml.find(f"{X}reported")
     if reported is None:
         return fields, None, None
-    columns = {f.get("var"): _spec(f) for f in reported.findall(f"{X}field")}
+    columns = {var: _spec(f) for f in reported.findall(f"{X}field") if (var := f.get("var"))}
     rows = []
     for item in xml.findall(f"{X}item"):
-        cells = {f.get("var"): _values(f) for f in item.findall(f"{X}field")}
+        cells = {var: _values(f) for f in item.findall(f"{X}field") if (var := f.get("var"))}
         rows.append({var: typed(cells.get(var, []), *spec) for var, spec in columns.items()})
     return fields, name or form["title"] or "rows", rows
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from slixmpp import Iq
 
-from tests.admin.conftest import (
+from tests.kit.admin import (
     ALICE,
     OTHER_ADMIN,
     STRANGER,

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tests.admin.conftest import (
+from tests.kit.admin import (
     ALICE,
     Transcript,
     assert_bad_payload,

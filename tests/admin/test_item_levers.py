@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.conftest import (
+from tests.admin.test_views import forms, tables
+from tests.kit.admin import (
     ALICE,
     BOB,
     OWNER,
@@ -20,7 +21,6 @@ from tests.admin.conftest import (
     seeded,
     values,
 )
-from tests.admin.test_views import forms, tables
 from xmpp_queue.core.errors import ClosedNode
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.admin.conftest import (
+from tests.kit.admin import (
     ALICE,
     BOB,
     OWNER,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.admin.conftest import (
+from tests.kit.admin import (
     ALICE,
     BOB,
     OWNER,

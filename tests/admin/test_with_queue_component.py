@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from slixmpp import Iq, Message
 
-from tests.admin.conftest import (
+from tests.kit.admin import (
     ALICE,
     DB_URL,
     SERVICE,

@@ -4,74 +4,27 @@ No XMPP here (tests/integration/test_http.py runs the component against Prosody)
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
 
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock
+from tests.kit.http import (
+    TOKEN,
+    Ops,
+    build,
+)
 from xmpp_queue.core.effects import Effect
-from xmpp_queue.core.model import AccessModel, NodeConfig
-from xmpp_queue.core.observe import ObservedStore
-from xmpp_queue.core.service import PubSubService, ServiceSettings
-from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.http.actions import DashboardActions
 from xmpp_queue.http.health import HealthChecks
-from xmpp_queue.http.metrics import QueueMetrics
 from xmpp_queue.http.server import OpsServer
 from xmpp_queue.storage.store import StateStore
-
-TOKEN = "correct-horse-battery-staple"
-
-
-@dataclass
-class Ops:
-    service: PubSubService
-    metrics: QueueMetrics
-    server: OpsServer
-    session: aiohttp.ClientSession
-    base: str
-    clock: FakeClock
-    sent: list[Effect] = field(default_factory=list)
-    store: StateStore | None = None
-
-    async def get(self, path: str) -> tuple[int, str]:
-        async with self.session.get(self.base + path) as r:
-            return r.status, await r.text()
-
-    async def post(
-        self, path: str, body: object, token: str | None = None
-    ) -> tuple[int, dict[str, object]]:
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        async with self.session.post(self.base + path, json=body, headers=headers) as r:
-            return r.status, await r.json()
 
 
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def build(
-    clock: FakeClock, max_nodes: int = 100
-) -> tuple[PubSubService, QueueMetrics, ObservedStore]:
-    metrics = QueueMetrics(max_nodes)
-    store = ObservedStore(StateStore.in_memory(), metrics)
-    counter = itertools.count(1)
-    service = PubSubService(
-        store,
-        clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
-            NodeConfig(),
-            access=ServiceAccess.for_domain("example.org"),
-            queue_access_model=AccessModel.OPEN,
-        ),
-    )
-    service.on_batch_committed(metrics.batch_committed)
-    return service, metrics, store
 
 
 @pytest.fixture

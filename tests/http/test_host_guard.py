@@ -11,7 +11,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from tests.http.conftest import TOKEN, Ops
+from tests.kit.http import TOKEN, Ops
 from xmpp_queue.config import ConfigError, parse_config
 from xmpp_queue.http.server import OpsServer
 

@@ -8,8 +8,8 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.http.conftest import TOKEN, Ops
-from tests.unit.conftest import ALICE, BOB, OWNER, PUB
+from tests.kit import ALICE, BOB, OWNER, PUB
+from tests.kit.http import TOKEN, Ops
 from xmpp_queue.core.effects import ItemNotice, UnlockNotice
 from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.model import SYSTEM, Affiliation

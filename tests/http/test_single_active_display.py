@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tests.kit import build_service
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.model import Affiliation
 from xmpp_queue.http.queues import details_json
 from xmpp_queue.storage.store import StateStore

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from slixmpp import ClientXMPP
 from slixmpp.exceptions import IqError, IqTimeout
 
-from tests.integration.conftest import ComponentProcess
 from tests.integration.queue_helpers import publish
+from tests.kit.integration import ComponentProcess
 
 ACQUIRED = "event=lease_acquired"
 STEPPED_DOWN = "event=stepped_down"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import PASSWORD
 from tests.integration.queue_helpers import unique
+from tests.kit.integration import PASSWORD
 from xmpp_queue.client import Job, Publisher, ReconnectPolicy, Worker, json_payload
 
 pytestmark = pytest.mark.integration

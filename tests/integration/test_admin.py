@@ -19,14 +19,6 @@ from slixmpp import ClientXMPP, Iq
 from slixmpp.exceptions import IqError
 from slixmpp.plugins.xep_0004 import Form
 
-from tests.integration.conftest import (
-    PASSWORD,
-    REPO_ROOT,
-    ClientFactory,
-    ComponentProcess,
-    make_component,
-    subprocess_env,
-)
 from tests.integration.queue_helpers import (
     CLIENT,
     DISCO_ITEMS,
@@ -41,6 +33,14 @@ from tests.integration.queue_helpers import (
     publish,
     subscribe_queue,
     unique,
+)
+from tests.kit.integration import (
+    PASSWORD,
+    REPO_ROOT,
+    ClientFactory,
+    ComponentProcess,
+    make_component,
+    subprocess_env,
 )
 from xmpp_queue.servers import PrivateProsody
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from slixmpp.exceptions import IqError
 
-from tests.integration.conftest import (
+from tests.integration.queue_helpers import Inbox, match, subscribe_queue, unique
+from tests.kit.integration import (
     ADMIN_JID,
     PASSWORD,
     REPO_ROOT,
@@ -24,7 +25,6 @@ from tests.integration.conftest import (
     subprocess_env,
     xmpp_queue_cli,
 )
-from tests.integration.queue_helpers import Inbox, match, subscribe_queue, unique
 from xmpp_queue.servers import PrivateProsody
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,6 @@ import pytest
 from slixmpp import ClientXMPP
 from slixmpp.exceptions import IqError
 
-from tests.integration.conftest import ComponentProcess, XmppServer, make_component
 from tests.integration.queue_helpers import (
     PUBSUB,
     PUBSUB_OWNER,
@@ -47,6 +46,7 @@ from tests.integration.queue_helpers import (
     unique,
     unlock_iq,
 )
+from tests.kit.integration import ComponentProcess, XmppServer, make_component
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -141,7 +141,7 @@ def _run_in(cwd: Path, config: Path) -> Any:
     import subprocess
     import sys
 
-    from tests.integration.conftest import subprocess_env
+    from tests.kit.integration import subprocess_env
 
     return subprocess.run(
         [sys.executable, "-m", "xmpp_queue", "run", "-c", str(config)],

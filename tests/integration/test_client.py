@@ -38,8 +38,8 @@ def shared_component(xmpp_server: Any, tmp_path_factory: pytest.TempPathFactory)
     ([access] queue_access_model = "open"): these tests are about the client
     library, whose publisher creates the queues its workers take; who may do what
     has its own suite (test_authorization_matrix.py)."""
-    from tests.integration.conftest import make_component
     from tests.integration.queue_helpers import module_component
+    from tests.kit.integration import make_component
 
     workdir = tmp_path_factory.mktemp("client-component")
     proc = module_component(

@@ -27,8 +27,8 @@ TIMEOUT = 20.0
 
 @pytest.fixture(scope="module")
 def attr_component(prosody: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.integration.conftest import make_component
     from tests.integration.queue_helpers import module_component
+    from tests.kit.integration import make_component
 
     workdir = tmp_path_factory.mktemp("attributes-component")
     proc = module_component(make_component, prosody, workdir, access={"queue_access_model": "open"})
@@ -153,7 +153,7 @@ async def test_the_client_guide_example_runs_as_written(
     import re
     import sys
 
-    from tests.integration.conftest import REPO_ROOT, subprocess_env
+    from tests.kit.integration import REPO_ROOT, subprocess_env
 
     guide = (REPO_ROOT / "docs" / "client.md").read_text(encoding="utf-8")
     section = guide.split("## Attributes, delays, expiry and priority", 1)[1]
@@ -196,7 +196,7 @@ async def test_the_queueing_guide_example_runs_as_written(
     import re
     import sys
 
-    from tests.integration.conftest import REPO_ROOT, subprocess_env
+    from tests.kit.integration import REPO_ROOT, subprocess_env
 
     guide = (REPO_ROOT / "docs" / "queueing.md").read_text(encoding="utf-8")
     section = guide.split("## Items with attributes", 1)[1]

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import missing
-from tests.integration.conftest import COMPONENTS, PASSWORD
+from tests.kit.env import missing
+from tests.kit.integration import COMPONENTS, PASSWORD
 from xmpp_queue.client import AuthenticationFailed, LoginFailed, Publisher
 from xmpp_queue.servers import PrivateProsody, ServerNotInstalled
 

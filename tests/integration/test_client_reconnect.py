@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import missing
-from tests.integration.conftest import COMPONENTS, PASSWORD, USERS
 from tests.integration.queue_helpers import unique
+from tests.kit.env import missing
+from tests.kit.integration import COMPONENTS, PASSWORD, USERS
 from xmpp_queue.client import Job, Publisher, ReconnectPolicy, Worker, json_payload
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody, ServerError, ServerNotInstalled
 

@@ -25,8 +25,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import missing
-from tests.integration.conftest import ClientFactory, ComponentFactory
 from tests.integration.queue_helpers import (
     Inbox,
     QueueWorker,
@@ -37,6 +35,8 @@ from tests.integration.queue_helpers import (
     subscribe_queue,
     wait_until,
 )
+from tests.kit.env import missing
+from tests.kit.integration import ClientFactory, ComponentFactory
 
 pytestmark = pytest.mark.integration
 

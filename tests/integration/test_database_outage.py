@@ -16,9 +16,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.conftest import _plain_dsn
-from tests.integration.conftest import PASSWORD
 from tests.integration.queue_helpers import unique
+from tests.kit.integration import PASSWORD
+from tests.kit.pg import plain_dsn
 from xmpp_queue.client import Job, Publisher, PublishError, RetryPolicy, Worker, json_payload
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -29,7 +29,7 @@ KILLS = 3
 
 async def kill_connections(url: str) -> int:
     """Terminate every other connection to the component's database."""
-    conn = await asyncpg.connect(_plain_dsn(url))
+    conn = await asyncpg.connect(plain_dsn(url))
     try:
         rows = await conn.fetch(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import missing
-from tests.integration.conftest import subprocess_env
+from tests.kit.env import missing
+from tests.kit.integration import subprocess_env
 
 pytestmark = pytest.mark.integration
 

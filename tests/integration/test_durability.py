@@ -26,7 +26,6 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import logout
 from tests.integration.queue_helpers import (
     Publisher,
     QueueWorker,
@@ -36,6 +35,7 @@ from tests.integration.queue_helpers import (
     ledger_events,
     wait_until,
 )
+from tests.kit.integration import logout
 
 pytestmark = pytest.mark.integration
 

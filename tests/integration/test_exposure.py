@@ -17,7 +17,6 @@ import pytest
 from slixmpp import ClientXMPP
 from slixmpp.exceptions import IqError
 
-from tests.integration.conftest import ComponentProcess, XmppServer, make_component
 from tests.integration.queue_helpers import (
     SERVICE,
     create_node,
@@ -26,6 +25,7 @@ from tests.integration.queue_helpers import (
     set_affiliations,
     unique,
 )
+from tests.kit.integration import ComponentProcess, XmppServer, make_component
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cluster import Cluster, timed_takeover, until_answered
-from tests.integration.conftest import make_component, xmpp_queue_cli
 from tests.integration.queue_helpers import (
     Publisher,
     QueueWorker,
@@ -37,6 +36,7 @@ from tests.integration.queue_helpers import (
     unique,
     wait_until,
 )
+from tests.kit.integration import make_component, xmpp_queue_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

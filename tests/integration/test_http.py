@@ -17,15 +17,6 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import (
-    ADMIN_JID,
-    PASSWORD,
-    ClientFactory,
-    ComponentFactory,
-    ComponentProcess,
-    subprocess_env,
-    xmpp_queue_cli,
-)
 from tests.integration.queue_helpers import (
     Inbox,
     create_queue,
@@ -37,6 +28,15 @@ from tests.integration.queue_helpers import (
     subscribe_queue,
     unique,
     wait_until,
+)
+from tests.kit.integration import (
+    ADMIN_JID,
+    PASSWORD,
+    ClientFactory,
+    ComponentFactory,
+    ComponentProcess,
+    subprocess_env,
+    xmpp_queue_cli,
 )
 from xmpp_queue.admin.commands import ADMIN_COMMANDS
 from xmpp_queue.admin_cli import PREFIX, SUBCOMMANDS
@@ -150,7 +150,7 @@ async def test_readyz_fails_while_the_xmpp_server_is_gone(
     prosody: PrivateProsody, tmp_path: Any
 ) -> None:
     """A component whose server is not there is alive but not ready."""
-    from tests.integration.conftest import make_component
+    from tests.kit.integration import make_component
 
     proc = make_component(prosody, f"sqlite:///{tmp_path / 'gone.sqlite'}", tmp_path, http=HTTP)
     # A port nobody listens on: the component keeps retrying and never connects.

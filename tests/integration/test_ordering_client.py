@@ -22,7 +22,7 @@ async def test_the_ordered_work_example_runs_as_written(
     accounts: Any,
     tmp_path: Any,
 ) -> None:
-    from tests.integration.conftest import REPO_ROOT, subprocess_env
+    from tests.kit.integration import REPO_ROOT, subprocess_env
 
     guide = (REPO_ROOT / "docs" / "queueing.md").read_text(encoding="utf-8")
     section = guide.split("### A runnable example", 1)[1]

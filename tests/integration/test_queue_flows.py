@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.integration.conftest import logout
 from tests.integration.queue_helpers import (
     CLIENT,
     DATA_FORMS,
@@ -53,6 +52,7 @@ from tests.integration.queue_helpers import (
     unlock_iq,
     xml_of,
 )
+from tests.kit.integration import logout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -19,9 +19,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import missing
-from tests.integration.conftest import PASSWORD
 from tests.integration.queue_helpers import SERVICE, retract_iq, send, unique
+from tests.kit.env import missing
+from tests.kit.integration import PASSWORD
 from xmpp_queue.client import Publisher, PublishError, RetryPolicy
 
 pytestmark = pytest.mark.integration

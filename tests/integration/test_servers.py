@@ -19,7 +19,7 @@ import pytest
 from slixmpp import ComponentXMPP
 from slixmpp.exceptions import IqError
 
-from tests.conftest import missing
+from tests.kit.env import missing
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody, ServerNotInstalled
 from xmpp_queue.servers._process import pid_alive, port_accepts
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 import pytest
 from slixmpp.exceptions import IqError
 
-from tests.integration.conftest import COMPONENTS, PASSWORD, USERS, _start
 from tests.integration.queue_helpers import (
     PUBSUB,
     RSM,
@@ -37,6 +36,7 @@ from tests.integration.queue_helpers import (
     unique,
     unlock_iq,
 )
+from tests.kit.integration import COMPONENTS, PASSWORD, USERS, _start
 from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 from xmpp_queue.servers import PrivateProsody
 

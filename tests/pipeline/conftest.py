@@ -5,40 +5,27 @@ JVM costs seconds), with two shuffle partitions, no UI, no code generation
 and the driver on 127.0.0.1. Ledger databases are migrated with the real alembic ``upgrade()``
 and filled with plain SQLAlchemy inserts through the storage schema, so they
 hold exactly what the service would store (SQLite: UTC text timestamps).
-PostgreSQL comes from ``XMPP_QUEUE_TEST_PG_URL``: skipped with the reason when
-unset, a failure under ``CI``.
+PostgreSQL: one ledger database of the session's own, created on the server
+``XMPP_QUEUE_TEST_PG_URL`` names, migrated once, its ledger emptied before each
+test and dropped at the end (``tests/kit/pg.py``); skipped with the reason when
+the variable is unset, a failure under ``CI``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import PG_ENV, missing
+from tests.kit import pg
+from tests.kit.ledger import (
+    _clear_ledger,
+    needs_spark,
+)
 from tests.pipeline.ledger_factory import Row, simulate_ledger
-
-
-def _spark_missing() -> str | None:
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed (pip install '.[spark]')"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime (Debian: default-jre-headless)"
-    return None
-
-
-def needs_spark() -> None:
-    """Call at the top of a test module that imports PySpark: skips the module with
-    the reason on a machine without PySpark or Java, fails under CI."""
-    reason = _spark_missing()
-    if reason:
-        missing(reason, module=True)
 
 
 @pytest.fixture(scope="session")
@@ -79,61 +66,6 @@ def ledger_frame(spark: Any, ledger_rows: list[Row]) -> Any:
     return frame.cache()
 
 
-# --- databases -----------------------------------------------------------------------------
-
-
-def insert_rows(url: str, rows: Sequence[Row]) -> None:
-    """Insert ledger rows as the storage layer writes them (its table, its types)."""
-    from xmpp_queue.storage.engine import make_engine
-    from xmpp_queue.storage.schema import ledger
-
-    async def insert() -> None:
-        engine = make_engine(url)
-        try:
-            async with engine.begin() as conn:
-                if rows:
-                    await conn.execute(ledger.insert(), [r.as_dict() for r in rows])
-        finally:
-            await engine.dispose()
-
-    asyncio.run(insert())
-
-
-def ledger_ids(url: str) -> list[int]:
-    from sqlalchemy import select
-
-    from xmpp_queue.storage.engine import make_engine
-    from xmpp_queue.storage.schema import ledger
-
-    async def read() -> list[int]:
-        engine = make_engine(url)
-        try:
-            async with engine.connect() as conn:
-                result = await conn.execute(select(ledger.c.id).order_by(ledger.c.id))
-                return [int(i) for i in result.scalars()]
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(read())
-
-
-def _clear_ledger(url: str) -> None:
-    from sqlalchemy import delete
-
-    from xmpp_queue.storage.engine import make_engine
-    from xmpp_queue.storage.schema import ledger
-
-    async def clear() -> None:
-        engine = make_engine(url)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(delete(ledger))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(clear())
-
-
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from xmpp_queue.storage.migrations import upgrade
@@ -151,26 +83,22 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def pg_test_url() -> str:
-    url = os.environ.get(PG_ENV)
-    if url:
-        return url
-    missing(f"PostgreSQL not configured: set {PG_ENV}=postgresql://user@host:port/db")
+@pytest.fixture(scope="session")
+def pg_ledger_database() -> Iterator[str]:
+    """The session's own migrated PostgreSQL database (dropped at the end)."""
+    with pg.migrated("ledger") as url:
+        yield url
 
 
 @pytest.fixture
-def pg_url() -> str:
-    """The test PostgreSQL database, migrated, with an empty ledger."""
-    from xmpp_queue.storage.migrations import upgrade
-
-    url = pg_test_url()
-    upgrade(url)
-    _clear_ledger(url)
-    return url
+def pg_ledger_url(pg_ledger_database: str) -> str:
+    """The session's PostgreSQL ledger database, migrated, with an empty ledger."""
+    _clear_ledger(pg_ledger_database)
+    return pg_ledger_database
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_db_url(request: pytest.FixtureRequest) -> str:
     """A migrated, empty ledger on each backend."""
-    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    name = "sqlite_url" if request.param == "sqlite" else "pg_ledger_url"
     return str(request.getfixturevalue(name))

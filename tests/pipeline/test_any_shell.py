@@ -18,17 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()
 
-from tests.integration.conftest import (  # noqa: E402, F401  (fixtures)
-    PASSWORD,
-    ComponentFactory,
-    component,
-    prosody,
-    subprocess_env,
-)
+# pytest fixtures of the integration suite, used here as well (not helpers)
+from tests.integration.conftest import component, prosody  # noqa: E402, F401
+from tests.kit.integration import PASSWORD, ComponentFactory, subprocess_env  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -13,16 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()
 
-from tests.integration.conftest import (  # noqa: E402, F401  (fixtures)
-    PASSWORD,
-    ComponentFactory,
-    component,
-    prosody,
-)
+# pytest fixtures of the integration suite, used here as well (not helpers)
+from tests.integration.conftest import component, prosody  # noqa: E402, F401
+from tests.kit.integration import PASSWORD, ComponentFactory  # noqa: E402
 from xmpp_queue.pipeline.settings import PipelineSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -32,7 +29,7 @@ SERVICE = "queue.localhost"
 
 def docs_example() -> tuple[str, list[str]]:
     """The CSV and the command line of docs/pipeline.md's attributes example."""
-    from tests.integration.conftest import REPO_ROOT
+    from tests.kit.integration import REPO_ROOT
 
     text = (REPO_ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
     section = text.split("### Attributes, delays, expiry and priority from columns", 1)[1]

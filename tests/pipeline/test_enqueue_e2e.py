@@ -16,16 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-from tests.integration.conftest import (  # noqa: E402, F401  (fixtures)
-    PASSWORD,
-    ComponentFactory,
-    component,
-    prosody,
-)
+# pytest fixtures of the integration suite, used here as well (not helpers)
+from tests.integration.conftest import component, prosody  # noqa: E402, F401
+from tests.kit.integration import PASSWORD, ComponentFactory  # noqa: E402
 from xmpp_queue.pipeline.payloads import BAD_ROW, REFUSED, TOO_LARGE  # noqa: E402
 from xmpp_queue.pipeline.settings import PipelineSettings  # noqa: E402
 

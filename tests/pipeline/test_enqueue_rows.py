@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-from tests.pipeline.conftest import insert_rows, ledger_ids  # noqa: E402
+from tests.kit.ledger import insert_rows, ledger_ids  # noqa: E402
 from tests.pipeline.ledger_factory import START, Row, simulate_ledger  # noqa: E402
 from xmpp_queue.pipeline.export import ExportError, export_ledger, read_manifests  # noqa: E402
 from xmpp_queue.pipeline.ledger_io import jdbc_source  # noqa: E402
@@ -139,18 +139,18 @@ def test_crashes_at_every_step_then_a_clean_run_archive_each_row_once(
 
 @pytest.mark.postgres
 def test_a_crash_in_the_first_run_before_deleting_is_finished_by_the_next(
-    spark: Any, pg_url: str, ledger_rows: list[Row], tmp_path: Path
+    spark: Any, pg_ledger_url: str, ledger_rows: list[Row], tmp_path: Path
 ) -> None:
     """The same recovery on PostgreSQL: archived but not deleted, then re-run."""
-    insert_rows(pg_url, ledger_rows)
+    insert_rows(pg_ledger_url, ledger_rows)
     out = tmp_path / "archive"
-    source = jdbc_source(pg_url)
+    source = jdbc_source(pg_ledger_url)
     with pytest.raises(Crash):
-        export_ledger(spark, source, pg_url, str(out), CUTOFF, crash_at("published"))
-    check_nothing_lost_or_doubled(spark, pg_url, out, ledger_rows)
-    result = export_ledger(spark, source, pg_url, str(out), CUTOFF)
+        export_ledger(spark, source, pg_ledger_url, str(out), CUTOFF, crash_at("published"))
+    check_nothing_lost_or_doubled(spark, pg_ledger_url, out, ledger_rows)
+    result = export_ledger(spark, source, pg_ledger_url, str(out), CUTOFF)
     assert len(result.recovered) == 1
-    check_exactly_once(spark, pg_url, out, ledger_rows, CUTOFF)
+    check_exactly_once(spark, pg_ledger_url, out, ledger_rows, CUTOFF)
 
 
 def test_a_write_killed_half_way_leaves_nothing_behind(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 from xmpp_queue.pipeline.item_columns import ItemColumns, parse_column_list, row_headers
 from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError
 
@@ -63,7 +63,7 @@ def test_contradictory_choices_are_refused_before_spark(columns: ItemColumns, me
 
 
 def test_the_command_refuses_them_in_one_line_with_exit_2(tmp_path: Path) -> None:
-    from tests.integration.conftest import subprocess_env
+    from tests.kit.integration import subprocess_env
 
     argv = ["pipeline", "enqueue", "--node", "j", "--input", "a.csv"]
     result = subprocess.run(

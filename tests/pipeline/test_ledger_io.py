@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import needs_spark
+from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-from tests.pipeline.conftest import insert_rows  # noqa: E402
+from tests.kit.ledger import insert_rows  # noqa: E402
 from tests.pipeline.ledger_factory import START, Row  # noqa: E402
 from xmpp_queue.pipeline.ledger_io import JdbcSource, jdbc_source, ledger_query, time_literal  # noqa: E402
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.kit.ledger import insert_rows
 from tests.pipeline import reference as ref
-from tests.pipeline.conftest import insert_rows
 from tests.pipeline.ledger_factory import START, Row
 from xmpp_queue.pipeline.cli import add_pipeline_parser, run_pipeline
 from xmpp_queue.pipeline.report_html import ReportData, render_report

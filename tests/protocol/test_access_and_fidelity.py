@@ -10,7 +10,7 @@ node/jid; node full (§7.1.3).
 
 from __future__ import annotations
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     BOB,
     NODE_CONFIG,

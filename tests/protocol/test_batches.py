@@ -5,7 +5,7 @@ unlock. Names carry XEP-0060 §7.1.2.1 / §13.11, XEP-0254 §2.x, or this projec
 
 from __future__ import annotations
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     NS,
     PUB,
     SERVICE,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import logging
 import re
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.protocol.conftest import SERVICE, FakeClock
+from tests.kit import FakeClock, build_service
+from tests.kit.stanzas import SERVICE
 from xmpp_queue.core.model import NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
@@ -81,12 +81,10 @@ class FakeServer:
 async def service() -> AsyncIterator[PubSubService]:
     from xmpp_queue.storage.store import StateStore
 
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         StateStore.in_memory(),
         FakeClock(),
-        lambda: f"id{next(counter)}",
-        ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
+        settings=ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
     )
     yield svc
     await svc.stop()
@@ -173,7 +171,7 @@ async def test_a_debug_log_never_holds_the_handshake_digest(
 ) -> None:
     """Issue 27: at DEBUG, slixmpp logged the stream id (RECV of the header) and the
     <handshake> digest (SEND), enough for an offline guess of a weak secret."""
-    from tests.protocol.conftest import FakeTransport, Stream
+    from tests.kit.stanzas import FakeTransport, Stream
     from xmpp_queue.storage.store import StateStore
 
     service = PubSubService(StateStore.in_memory(), clock, lambda: "id", ServiceSettings())

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from slixmpp import Iq
 
-from tests.protocol.conftest import ALICE, NS, OWNER, SERVICE, Stream, error_of, find, pubsub
+from tests.kit.stanzas import ALICE, NS, OWNER, SERVICE, Stream, error_of, find, pubsub
 from xmpp_queue.core import errors as core_errors
 from xmpp_queue.core.errors import (
     FeatureNotImplemented,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     OWNER,
     PUB,
@@ -120,7 +120,7 @@ async def test_bad_headers_are_refused_and_store_nothing(
 
 
 async def test_a_truncation_tells_the_subscribers_how_much_went(stream: Stream) -> None:
-    from tests.protocol.conftest import publish, subscribe_worker
+    from tests.kit.stanzas import publish, subscribe_worker
 
     await make_queue(stream, pubsub__max_items="2", pubsub__queue_overflow="drop-oldest")
     await subscribe_worker(stream, ALICE, 1)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.protocol.conftest import (
+from tests.kit import build_service
+from tests.kit.stanzas import (
     NODE_CONFIG,
     OWNER,
     OWNER_NS,
@@ -24,7 +24,7 @@ from tests.protocol.conftest import (
 )
 from xmpp_queue.core.limits import Limits
 from xmpp_queue.core.model import NodeConfig
-from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service import ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp.component import QueueComponent
 
@@ -33,12 +33,10 @@ from xmpp_queue.xmpp.component import QueueComponent
 async def limited(clock: FakeClock) -> AsyncIterator[Stream]:
     from xmpp_queue.storage.store import StateStore
 
-    counter = itertools.count(1)
-    service = PubSubService(
+    service = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
+        settings=ServiceSettings(
             default_config=NodeConfig(),
             access=ServiceAccess.for_domain("example.org"),
             limits=Limits(max_nodes_per_jid=2, publish_rate=10, publish_burst=20),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     OWNER,
     Stream,
     error_of,

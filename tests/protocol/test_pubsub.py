@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     BOB,
     EVE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     BOB,
     EVE,

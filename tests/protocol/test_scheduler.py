@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import pytest
 
-from tests.protocol.conftest import FakeClock
+from tests.kit import FakeClock, build_service
 from xmpp_queue.core.effects import Effect, UnlockNotice
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
@@ -53,12 +52,10 @@ class FakeTimer:
 async def service(clock: FakeClock) -> AsyncIterator[PubSubService]:
     from xmpp_queue.storage.store import StateStore
 
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
+        settings=ServiceSettings(NodeConfig(), access=ServiceAccess.for_domain("example.org")),
     )
     await svc.start()
     yield svc

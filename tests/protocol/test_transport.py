@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     BOB,
     FakeTransport,

@@ -10,14 +10,14 @@ answer (bad-request) and the component stays up.
 
 from __future__ import annotations
 
-import itertools
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 
-from tests.protocol.conftest import (
+from tests.kit import FakeClock, build_service
+from tests.kit.stanzas import (
     NODE_CONFIG,
     NS,
     OWNER,
@@ -36,10 +36,9 @@ from tests.protocol.conftest import (
     pubsub,
     submit,
 )
-from tests.unit.conftest import FakeClock
 from xmpp_queue.config import STANZA_ENVELOPE
 from xmpp_queue.core.model import ItemPage, NodeConfig, new_item
-from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service import ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.xmpp.component import QueueComponent
 from xmpp_queue.xmpp.requests import MAX_DEPTH
@@ -58,12 +57,10 @@ async def small(clock: FakeClock) -> AsyncIterator[Stream]:
     ``items_page_size = 10``."""
     from xmpp_queue.storage.store import StateStore
 
-    counter = itertools.count(1)
-    service = PubSubService(
+    service = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
+        settings=ServiceSettings(
             default_config=NodeConfig(max_payload_size=CEILING),
             admins=frozenset({"admin@example.org"}),
             access=ServiceAccess.for_domain("example.org"),

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit.stores import empty_database
 from xmpp_queue.core.errors import NotActive
 from xmpp_queue.storage.file_lock import DatabaseInUse, DatabaseLock
 from xmpp_queue.storage.lease import LeaseLost, PostgresLease, lease_status
 from xmpp_queue.storage.store import StateStore
 
-from .conftest import empty_database
 from .samples import item, node
 
 

@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import build_service
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock, build_service
+from tests.kit.stores import SQL_BACKENDS, empty_database
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.storage.store import StateStore
-
-from .conftest import SQL_BACKENDS, empty_database
 
 OWNER = Actor("owner@example.org/desk")
 PUB = Actor("pub@example.org/engine")

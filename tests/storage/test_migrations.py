@@ -1,14 +1,12 @@
 """Migrations: upgrade an empty database to head, and the result equals the models.
 
-Runs on SQLite (a temporary file) and PostgreSQL (a database created per test
-next to the one ``XMPP_QUEUE_TEST_PG_URL`` names, and dropped after it).
+Runs on SQLite (a temporary file) and PostgreSQL (a database the test creates on
+the server ``XMPP_QUEUE_TEST_PG_URL`` names, and drops after it: ``pg_database``).
 """
 
 from __future__ import annotations
 
 import shutil
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,46 +14,19 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 
+from tests.kit.pg import in_thread
 from xmpp_queue import ledger_names
 from xmpp_queue.storage import migrations, schema
 from xmpp_queue.storage.engine import make_engine
-
-from .conftest import in_thread, pg_url
-
-
-@pytest.fixture
-def empty_pg() -> Iterator[str]:
-    """A brand-new PostgreSQL database for one test, dropped afterwards."""
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    from xmpp_queue.storage.engine import normalize_url
-
-    base = make_url(normalize_url(pg_url()))
-    name = f"xq_migrations_{uuid.uuid4().hex[:8]}"
-
-    async def admin(sql: str) -> None:
-        engine = create_async_engine(base, isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as conn:
-                await conn.execute(text(sql))
-        finally:
-            await engine.dispose()
-
-    in_thread(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        in_thread(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
-    url: str = request.getfixturevalue("empty_pg")
+    url: str = request.getfixturevalue("pg_database")
     return url
 
 

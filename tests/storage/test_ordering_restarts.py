@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock
+from tests.kit.stores import SQL_BACKENDS, empty_database
 from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.service import PubSubService
 
-from .conftest import SQL_BACKENDS, empty_database
 from .test_message_model_restarts import _ids, _restart, _service
 
 OWNER = Actor("owner@example.org/desk")

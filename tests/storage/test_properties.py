@@ -70,7 +70,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock
+from tests.kit.stores import SQL_BACKENDS, empty_pg
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
@@ -81,8 +82,6 @@ from xmpp_queue.core.queue.single_active import active_subscription
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage.store import StateStore
-
-from .conftest import SQL_BACKENDS
 
 EXAMPLES = int(os.environ.get("XMPP_QUEUE_PROPERTY_EXAMPLES", "100"))
 STEPS = int(os.environ.get("XMPP_QUEUE_PROPERTY_STEPS", "40"))
@@ -762,9 +761,7 @@ def test_the_store_keeps_its_promises_on_a_database(
         url: str = request.getfixturevalue("pg_migrated")
 
         async def open_db() -> StateStore:
-            from .conftest import _empty_pg
-
-            await _empty_pg(url)
+            await empty_pg(url)
             return await StateStore.open(url)
 
         async def reopen_db() -> StateStore:

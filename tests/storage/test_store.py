@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.kit.stores import SQL_BACKENDS, empty_database
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
@@ -47,7 +48,6 @@ from xmpp_queue.storage.state import (
 )
 from xmpp_queue.storage.store import StateStore
 
-from .conftest import SQL_BACKENDS, empty_database
 from .samples import T0, at, item, node, sub
 
 REPO = Path(__file__).resolve().parents[2]

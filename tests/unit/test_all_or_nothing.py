@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
 from xmpp_queue.core.errors import BadRequest, NodeFull, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Affiliation, SubscriptionState

@@ -11,14 +11,13 @@ the logarithm of a heap.
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock, build_service
 from xmpp_queue.core.model import AccessModel, Actor, NodeConfig
-from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.core.service import ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 
 OWNER = Actor("owner@example.org/desk")
@@ -51,12 +50,10 @@ async def _costs(subscribers: int) -> dict[str, int]:
     newest (idle), and a backlog of ready items waiting for room."""
     from xmpp_queue.storage.store import StateStore
 
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         StateStore.in_memory(),
         FakeClock(),
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
+        settings=ServiceSettings(
             default_config=NodeConfig(), access=ServiceAccess.for_domain("example.org")
         ),
     )

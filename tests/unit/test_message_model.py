@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.kit import build_service
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.attributes import format_datetime, parse_datetime, schedule
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLong

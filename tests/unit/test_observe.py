@@ -4,14 +4,13 @@ real service and the in-memory store, with a fake clock."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from tests.unit.conftest import ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PayloadTooBig, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind
@@ -43,12 +42,10 @@ class Recorder:
 
 
 async def _service(store: Store, clock: FakeClock) -> PubSubService:
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         store,
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
+        settings=ServiceSettings(
             NodeConfig(),
             access=ServiceAccess.for_domain("example.org"),
             queue_access_model=AccessModel.OPEN,
@@ -162,9 +159,31 @@ async def test_an_operation_undone_in_a_committed_batch_is_not_counted(
         await svc.stop()
 
 
-async def test_ping_reaches_the_ledger(clock: FakeClock) -> None:
-    store = ObservedStore(StateStore.in_memory(), Recorder())
+async def test_ping_reaches_the_ledger(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The readiness probe's ping asks the store's ledger (one count, at the clock's
+    time), reports nothing as a commit, and raises what the ledger raises."""
+    from xmpp_queue.storage.repositories import LedgerRepo
+
+    asked: list[tuple[str, EventKind, object]] = []
+    real_count = LedgerRepo.count
+
+    async def counting(self: LedgerRepo, node_id: str, kind: EventKind, since: object) -> int:
+        asked.append((node_id, kind, since))
+        return await real_count(self, node_id, kind, since)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LedgerRepo, "count", counting)
+    recorder = Recorder()
+    store = ObservedStore(StateStore.in_memory(), recorder)
     await store.ping(clock())
+    assert asked == [("", EventKind.ACKED, clock())]
+    assert (recorder.batches, recorder.failures) == ([], 0)
+
+    async def unreachable(self: LedgerRepo, *args: object) -> int:
+        raise StorageUnavailable("database gone")
+
+    monkeypatch.setattr(LedgerRepo, "count", unreachable)
+    with pytest.raises(StorageUnavailable):
+        await store.ping(clock())
 
 
 class Broken(Recorder):

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
 from tests.unit.test_message_model import ids, queue, worker
 from xmpp_queue.core.attributes import format_datetime, schedule
 from xmpp_queue.core.errors import AttributeRefused, InvalidNodeConfig

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.effects import Effect, ItemNotice
 from xmpp_queue.core.errors import Forbidden, InvalidNodeConfig, NodeFull
 from xmpp_queue.core.limits import Limits, NodeQuotaExceeded, PublishRateExceeded
@@ -18,12 +17,10 @@ from xmpp_queue.storage.store import StateStore
 
 
 async def limited(clock: FakeClock, limits: Limits) -> PubSubService:
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(
+        settings=ServiceSettings(
             default_config=NodeConfig(),
             admins=frozenset({ADMIN.bare}),
             access=ServiceAccess.for_domain("example.org"),

@@ -3,12 +3,11 @@ the access models new nodes get, and that a refused stranger changes nothing."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import ClosedNode
 from xmpp_queue.core.model import AccessModel, Actor, Affiliation, NodeConfig
@@ -27,12 +26,12 @@ PARTNER = Actor("bot@partner.example/r")
 
 
 async def make_service(clock: FakeClock, access: ServiceAccess) -> PubSubService:
-    counter = itertools.count(1)
-    svc = PubSubService(
+    svc = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(default_config=NodeConfig(), admins=frozenset({ADMIN.bare}), access=access),
+        settings=ServiceSettings(
+            default_config=NodeConfig(), admins=frozenset({ADMIN.bare}), access=access
+        ),
     )
     await svc.start()
     return svc
@@ -203,12 +202,12 @@ async def test_a_dead_letter_node_is_as_private_as_its_queue(
 async def test_7_1_2_the_service_may_expose_publishers_on_every_node(clock: FakeClock) -> None:
     """[access] expose_publishers: every item carries its publisher's bare JID, in
     notifications and retrieval, whatever the node's pubsub#itemreply."""
-    counter = itertools.count(1)
-    service = PubSubService(
+    service = build_service(
         StateStore.in_memory(),
         clock,
-        lambda: f"id{next(counter)}",
-        ServiceSettings(access=ServiceAccess.for_domain("example.org"), expose_publishers=True),
+        settings=ServiceSettings(
+            access=ServiceAccess.for_domain("example.org"), expose_publishers=True
+        ),
     )
     await service.start()
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock
 from tests.unit.test_service_queue import queue
 from xmpp_queue.core.effects import ItemNotice, RetractNotice, UnlockNotice
 from xmpp_queue.core.errors import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, EVE, OWNER, PUB
+from tests.kit import ADMIN, ALICE, BOB, EVE, OWNER, PUB
 from xmpp_queue.core.effects import (
     ConfigNotice,
     DeleteNotice,

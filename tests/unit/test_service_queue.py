@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, CAROL, EVE, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, CAROL, EVE, OWNER, PUB, FakeClock
 from xmpp_queue.core.effects import ItemNotice, RetractNotice, UnlockNotice
 from xmpp_queue.core.errors import (
     Forbidden,

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from slixmpp import ClientXMPP
-
 from xmpp_queue.client import wire
 from xmpp_queue.client.errors import (
     AuthenticationFailed,
@@ -35,15 +33,11 @@ from xmpp_queue.client.errors import (
     ConnectionLost,
     LoginFailed,
 )
+from xmpp_queue.slixmpp_seam import SeamClient, quiet_client_login_noise
 
 log = logging.getLogger("xmpp_queue.client")
-# slixmpp logs this at ERROR before we explain the failure in one line of our own.
-logging.getLogger("slixmpp.features.feature_mechanisms.mechanisms").addFilter(
-    lambda record: "No appropriate login method" not in record.getMessage()
-)
-logging.getLogger("slixmpp.xmlstream.xmlstream").addFilter(
-    lambda record: "Legacy XMPP 0.9" not in record.getMessage()
-)
+# slixmpp logs login failures at ERROR before we explain them in one line of our own.
+quiet_client_login_noise()
 
 # Why a server ends the stream during login, in words a user can act on.
 NOT_C2S = "is this the XMPP client (c2s) port? A component port does not take logins"
@@ -58,7 +52,7 @@ STREAM_ERROR_HINTS = {
 EventCallback = Callable[[ET.Element], None]
 
 
-class QueueStream(ClientXMPP):
+class QueueStream(SeamClient):
     """A ClientXMPP with request/response futures and coalesced writes.
 
     *allow_plain* permits a plain-text connection and PLAIN authentication: for
@@ -168,7 +162,9 @@ class QueueStream(ClientXMPP):
             )
         return LoginFailed(f"{jid}: the server offers no login method this client supports")
 
-    async def _handle_stream_features(self, features: Any) -> bool | None:
+    def refuse_features(self, features: Any) -> bool:
+        """A server that requires STARTTLS on a connection told to stay plain: the
+        login fails now, naming the cause (``slixmpp_seam``)."""
         settle = self._login_outcome
         if (
             settle is not None
@@ -187,7 +183,7 @@ class QueueStream(ClientXMPP):
                 )
             )
             return True
-        return await super()._handle_stream_features(features)
+        return False
 
     # --- requests ------------------------------------------------------------------
 
@@ -245,15 +241,16 @@ class QueueStream(ClientXMPP):
             return
         self.transport.write(data.encode())
 
-    def send_raw(self, data: str | bytes) -> None:
+    def before_raw_write(self) -> None:
         # slixmpp's own writes (stream footer, replies) must not overtake ours.
         if self._out:
             self._flush()
-        super().send_raw(data)
 
     # --- reading -------------------------------------------------------------------
 
-    def _spawn_event(self, xml: ET.Element) -> None:
+    def take_raw(self, xml: ET.Element) -> bool:
+        """IQ answers to :meth:`request` and pubsub events, straight from the parsed
+        element (``slixmpp_seam``: the hook behind ``_spawn_event``)."""
         tag = xml.tag
         if tag == wire.IQ_TAG:
             iq_type = xml.get("type")
@@ -265,12 +262,12 @@ class QueueStream(ClientXMPP):
                             future.set_result(xml)
                         else:
                             future.set_exception(wire.parse_error(xml))
-                    return
+                    return True
         elif tag == wire.MESSAGE_TAG and self.on_pubsub_event is not None:
             if xml.find(wire.EVENT_TAG) is not None:
                 self.on_pubsub_event(xml)
-                return
-        super()._spawn_event(xml)
+                return True
+        return False
 
     def _on_stream_error(self, error: Any) -> None:
         self.stream_error = error["condition"] or "undefined-condition"

@@ -28,9 +28,9 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from slixmpp import ComponentXMPP, Iq, Message, Presence
+from slixmpp import JID, Iq, Message, Presence
 from slixmpp.xmlstream import StanzaBase
 from slixmpp.xmlstream.handler import CoroutineCallback
 from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
@@ -41,7 +41,8 @@ from xmpp_queue.core.effects import Effect, ItemNotice, Outcome
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.core.service_access import ServiceAccessDenied
-from xmpp_queue.xmpp import log_redaction, render, stanzas, wire_size
+from xmpp_queue.slixmpp_seam import SeamComponent, install_handshake_redaction
+from xmpp_queue.xmpp import render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.handlers import RequestRouter
 from xmpp_queue.xmpp.presence import PresenceTracker
@@ -50,9 +51,9 @@ from xmpp_queue.xmpp.scheduler import DeadlineScheduler
 from xmpp_queue.xmpp.transport import CoalescingTransport
 
 log = logging.getLogger("xmpp_queue.xmpp.component")
-log_redaction.install()  # no handshake digest in a DEBUG log (see the module)
+install_handshake_redaction()  # no handshake digest in a DEBUG log (slixmpp_seam)
 
-# Children that make a get/set IQ ours alone (see QueueComponent._spawn_event).
+# Children that make a get/set IQ ours alone (see QueueComponent.take_raw).
 _PUBSUB_CHILDREN = frozenset(
     {
         "{http://jabber.org/protocol/pubsub}pubsub",
@@ -152,7 +153,9 @@ class _SessionEnd(enum.Enum):
     REPLACED = "replaced"  # was connected; the server took another connection for our name
 
 
-class QueueComponent(ComponentXMPP):
+class QueueComponent(SeamComponent):
+    transport_wrapper = CoalescingTransport  # one socket write per loop tick
+
     def __init__(
         self,
         jid: str,
@@ -177,7 +180,7 @@ class QueueComponent(ComponentXMPP):
         self.requests = RequestRouter(
             service,
             self.send_outcome,
-            stanza_of=self._build_stanza,
+            stanza_of=self._iq_of,
             max_stanza_size=max_stanza_size,
         )
         self._iq_tag = f"{{{self.default_ns}}}iq"
@@ -205,12 +208,11 @@ class QueueComponent(ComponentXMPP):
 
         self._session_end: asyncio.Future[_SessionEnd] | None = None
         self._stop_requested: asyncio.Event | None = None
-        self._handshake_sent = False
         self._connected = False
         self._stream_error: str | None = None
         self._deadlines_started = False
 
-    def _spawn_event(self, xml: Any) -> None:
+    def take_raw(self, xml: Any) -> bool:
         """Pubsub IQs (the per-item traffic) go straight to the request router.
 
         slixmpp matches every incoming stanza against every handler its plugins
@@ -218,13 +220,11 @@ class QueueComponent(ComponentXMPP):
         CPU cost per item. A get or set IQ whose child is a pubsub element has one
         handler, ours, so its element is handed over directly (the router builds
         a stanza object only for the routes that use one); every other stanza takes
-        slixmpp's usual path. (Overrides slixmpp's ``_spawn_event``, as the
-        client library does; slixmpp is pinned to >= 1.17 in setup.cfg.)
+        slixmpp's usual path (``slixmpp_seam``: the hook behind ``_spawn_event``).
         """
-        xml = self.incoming_filter(xml)
         if wire_size.element_depth_exceeds(xml, MAX_DEPTH):
             self._spawn(self.requests.refuse_too_deep(xml))
-            return
+            return True
         if (
             xml.tag == self._iq_tag
             and xml.get("type") in ("get", "set")
@@ -232,8 +232,12 @@ class QueueComponent(ComponentXMPP):
             and xml[0].tag in _PUBSUB_CHILDREN
         ):
             self._spawn(self.requests.handle_element(xml))
-            return
-        super()._spawn_event(xml)
+            return True
+        return False
+
+    def _iq_of(self, xml: Any) -> Iq:
+        """The router's stanza factory: only pubsub IQs reach it (``take_raw``)."""
+        return cast(Iq, self.stanza_of(xml))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(work)
@@ -293,7 +297,7 @@ class QueueComponent(ComponentXMPP):
 
     async def _connect_once(self) -> _SessionEnd:
         self._session_end = asyncio.get_running_loop().create_future()
-        self._handshake_sent = self._connected = False
+        self.handshake_sent = self._connected = False
         self._stream_error = None
         self.connect(self.server_host, self.server_port)
         return await self._session_end
@@ -314,22 +318,13 @@ class QueueComponent(ComponentXMPP):
         if self._session_end is not None and not self._session_end.done():
             self._session_end.set_result(end)
 
-    def connection_made(self, transport: Any, send_event: bool = True) -> None:
-        super().connection_made(transport, send_event)
-        if self.transport is not None and not isinstance(self.transport, CoalescingTransport):
-            self.transport = CoalescingTransport(self.transport, self.loop)  # type: ignore[assignment]
-
-    def start_stream_handler(self, xml: Any) -> None:
-        super().start_stream_handler(xml)
-        self._handshake_sent = True
-
     def _relist_commands(self, _: Any) -> None:
         """slixmpp's xep_0050 empties the disco list of ad-hoc commands at every
         session_bind (every reconnect) while keeping the commands themselves; list
         the registered commands again so admins can discover them."""
         disco = self.plugin["xep_0030"]
         for (jid, node), (name, *_rest) in self.plugin["xep_0050"].commands.items():
-            disco.add_item(jid=jid, name=name, node=COMMANDS, subnode=node, ijid=jid)
+            disco.add_item(jid=jid, name=name, node=COMMANDS, subnode=node or "", ijid=JID(jid))
 
     async def _on_session_start(self, _: Any) -> None:
         self._connected = True
@@ -371,7 +366,7 @@ class QueueComponent(ComponentXMPP):
             end = _SessionEnd.LOST
             log.warning("event=connection_lost jid=%s reason=%s", self.boundjid.bare, reason)
         elif self._stream_error in REJECTING_CONDITIONS or (
-            self._handshake_sent and self._stream_error is None
+            self.handshake_sent and self._stream_error is None
         ):
             end = _SessionEnd.REJECTED
         else:
@@ -427,20 +422,20 @@ class QueueComponent(ComponentXMPP):
             return wire_size.stanza_text(render.notification(self, effect, sender, msg_id))
         return text
 
-    def send_raw(self, data: str | bytes) -> None:
-        """The last guard: nothing over ``max_stanza_size`` reaches the socket, since
-        the server would close the stream for it (the paths above cut, split or
-        refuse first; this drops and logs what they missed)."""
+    def may_write(self, data: str | bytes) -> bool:
+        """The last guard: nothing over ``max_stanza_size`` reaches the socket in a
+        running session, since the server would close the stream for it (the paths
+        above cut, split or refuse first; this drops and logs what they missed)."""
         size = len(data) if isinstance(data, bytes) else wire_size.utf8_size(data)
-        if size > self.max_stanza_size and self._session_started:
+        if size > self.max_stanza_size:
             log.error(
                 "event=stanza_dropped reason=too_big bytes=%d limit=%d head=%r",
                 size,
                 self.max_stanza_size,
                 data[:120],
             )
-            return
-        super().send_raw(data)
+            return False
+        return True
 
     def _send_text(self, text: str) -> None:
         """Per-item text, written at once when nothing waits in slixmpp's send queue.
@@ -451,7 +446,7 @@ class QueueComponent(ComponentXMPP):
         (the drain task takes an entry and writes it without yielding), so writing
         now keeps the order; otherwise the text queues behind what is waiting.
         """
-        if self._session_started and self.transport is not None and self.waiting_queue.empty():
+        if self.send_queue_idle():
             self.send_raw(text)
         else:
             self.send(text)

@@ -50,7 +50,7 @@ judged by the core on the canonical size."""
 MAX_DEPTH = 100
 """The deepest a received stanza may nest (the stanza itself is level 1; an item's
 payload starts at level 5, so it may nest 96 deep). Deeper ones are refused as a
-whole before anything reads them (``QueueComponent._spawn_event``): copying,
+whole before anything reads them (``QueueComponent.take_raw``): copying,
 serialising or echoing such a tree recurses once per level and would reach
 Python's recursion limit (about 1,000) and leave the request without an answer."""
 

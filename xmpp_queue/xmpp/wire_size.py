@@ -32,6 +32,7 @@ import logging
 import xml.etree.ElementTree as ET
 
 from slixmpp import Iq
+from slixmpp.xmlstream import StanzaBase
 from slixmpp.xmlstream.tostring import tostring
 
 from xmpp_queue.core.effects import ItemNotice, NoticeItem
@@ -103,7 +104,7 @@ def without_payload(effect: ItemNotice) -> ItemNotice:
 # --- items answers -------------------------------------------------------------------
 
 
-def stanza_text(stanza: Iq) -> str:
+def stanza_text(stanza: StanzaBase) -> str:
     """A stanza as the stream writes it (slixmpp's own serialisation)."""
     stream = stanza.stream
     xmlns = stream.default_ns if stream is not None else ""
