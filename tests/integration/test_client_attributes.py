@@ -231,7 +231,7 @@ async def test_the_topics_example_runs_as_written(
     import re
     import sys
 
-    from tests.integration.conftest import REPO_ROOT, subprocess_env
+    from tests.kit.integration import REPO_ROOT, subprocess_env
 
     guide = (REPO_ROOT / "docs" / "queueing.md").read_text(encoding="utf-8")
     section = guide.split("## Topics and subscriptions", 1)[1]

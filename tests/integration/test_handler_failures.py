@@ -26,8 +26,8 @@ WorkerFactory = Callable[..., Awaitable[Worker]]
 
 @pytest.fixture(scope="module")
 def shared_component(prosody: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.integration.conftest import make_component
     from tests.integration.queue_helpers import module_component
+    from tests.kit.integration import make_component
 
     workdir = tmp_path_factory.mktemp("failures-component")
     proc = module_component(make_component, prosody, workdir, access={"queue_access_model": "open"})

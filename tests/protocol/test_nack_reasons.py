@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.protocol.conftest import (
+from tests.kit.stanzas import (
     ALICE,
     BOB,
     NS,

@@ -42,7 +42,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.unit.conftest import FakeClock
+from tests.kit import FakeClock
+from tests.kit.stores import SQL_BACKENDS, empty_pg
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation
@@ -51,7 +52,6 @@ from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.core.topic_filter import matches
 from xmpp_queue.storage.store import StateStore
 
-from .conftest import SQL_BACKENDS
 from .test_properties import SETTINGS, snapshot
 
 TOPIC = "billing"
@@ -281,9 +281,7 @@ def test_topics_keep_their_promises_on_a_database(
         url: str = request.getfixturevalue("pg_migrated")
 
         async def open_db() -> StateStore:
-            from .conftest import _empty_pg
-
-            await _empty_pg(url)
+            await empty_pg(url)
             return await StateStore.open(url)
 
         async def reopen_db() -> StateStore:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.unit.conftest import ALICE, BOB, OWNER, PUB, FakeClock
+from tests.kit import ALICE, BOB, OWNER, PUB, FakeClock
 from tests.unit.test_service_queue import notices, queue, worker
 from xmpp_queue.core.errors import AttributeRefused, BadRequest
 from xmpp_queue.core.queue.failures import (

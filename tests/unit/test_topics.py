@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import ADMIN, ALICE, BOB, CAROL, EVE, OWNER, PUB, FakeClock
+from tests.kit import ADMIN, ALICE, BOB, CAROL, EVE, OWNER, PUB, FakeClock
 from tests.unit.test_message_model import ids
 from xmpp_queue.core.effects import ConfigNotice, ItemNotice
 from xmpp_queue.core.errors import Forbidden, InvalidNodeConfig, NodeFull, PubSubError
