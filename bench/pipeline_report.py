@@ -8,7 +8,10 @@ generator is not the bottleneck), then runs the same job as ``xmpp-queue
 pipeline report --parquet DIR`` and prints the wall time and events/s of the
 report alone. The synthetic history looks like a busy service: 10 queue nodes,
 32 workers, items spread over a day, most acked at the first delivery, some
-unlocked or expired and retried, about 1% dead-lettered.
+unlocked or expired and retried, about 1% dead-lettered. Published rows carry
+two or three attributes and failures a reason, as the service writes them, so
+the attribute and reason tables are part of the measured work; ``--no-details``
+leaves both columns NULL (a ledger from before they existed) for comparison.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import (
     AT,
+    ATTRIBUTES,
     DELIVERIES,
     ID,
     ITEM_ID,
     KIND,
     NODE,
     PAYLOAD_SIZE,
+    REASON,
     SUBSCRIBER,
 )
 
@@ -39,7 +44,7 @@ EVENTS_PER_ITEM = 3.5  # 1 publish + 2 per delivery, 1.25 deliveries on average
 DAY = 86400
 
 
-def synthetic_ledger(spark, events: int, seed: int = 1):  # type: ignore[no-untyped-def]
+def synthetic_ledger(spark, events: int, seed: int = 1, details: bool = True):  # type: ignore[no-untyped-def]
     """A ledger DataFrame of about *events* rows (pure Spark expressions)."""
     from pyspark.sql import functions as F
 
@@ -71,6 +76,26 @@ def synthetic_ledger(spark, events: int, seed: int = 1):  # type: ignore[no-unty
         F.lit("@bench.example/w"),
     )
     seconds = F.col("t0") + F.col("p") * 2.0 + F.rand(seed + 2) * 1.9
+    attributes = F.when(
+        F.col("p") == 0,
+        F.concat(
+            F.lit('{"tenant":"t'),
+            (F.col("item") % 50).cast("string"),
+            F.lit('","Urgency":"'),
+            F.when(F.col("item") % 4 == 0, "high").otherwise("low"),
+            F.when(F.col("item") % 3 == 0, F.lit('","source":"batch-7"}')).otherwise(F.lit('"}')),
+        ),
+    )
+    reason = (
+        F.when(kind == EventKind.EXPIRED.value, F.lit("lock timeout"))
+        .when(
+            kind == EventKind.UNLOCKED.value,
+            F.concat(F.lit("ValueError: bad row "), (F.col("item") % 20).cast("string")),
+        )
+        .when(kind == EventKind.DEAD_LETTERED.value, F.lit("max-deliveries"))
+    )
+    if not details:
+        attributes = reason = F.lit(None).cast("string")
     return steps.select(
         (F.col("item") * 16 + F.col("p")).alias(ID),
         F.timestamp_micros((seconds * 1_000_000).cast("long")).alias(AT),
@@ -82,6 +107,8 @@ def synthetic_ledger(spark, events: int, seed: int = 1):  # type: ignore[no-unty
         .alias(SUBSCRIBER),
         F.when(F.col("p") == 0, 0).otherwise(delivery).alias(DELIVERIES),
         F.lit(512).cast("long").alias(PAYLOAD_SIZE),
+        attributes.alias(ATTRIBUTES),
+        reason.alias(REASON),
     )
 
 
@@ -92,6 +119,9 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="3g")
     parser.add_argument("--bucket", type=int, default=300, help="bucket seconds")
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed)")
+    parser.add_argument(
+        "--no-details", action="store_true", help="no attributes or reasons (NULL columns)"
+    )
     args = parser.parse_args()
 
     from xmpp_queue.pipeline.ledger_io import read_ledger_parquet
@@ -110,7 +140,8 @@ def main() -> int:
     try:
         ledger_dir = str(workdir / "ledger")
         t = time.monotonic()
-        synthetic_ledger(spark, args.events).write.mode("overwrite").parquet(ledger_dir)
+        ledger = synthetic_ledger(spark, args.events, details=not args.no_details)
+        ledger.write.mode("overwrite").parquet(ledger_dir)
         generate_s = time.monotonic() - t
 
         t = time.monotonic()

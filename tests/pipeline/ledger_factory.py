@@ -7,12 +7,19 @@ publisher or purged; some items stay queued or in flight, one id is published
 again while queued (a replace) and others are reused after an ack (a second
 lifecycle). Rows come out in time order with ids in that order, like the
 service's single writer appends them.
+
+Details come as the service writes them: most published rows carry the
+publisher's attributes (a JSON object; some none at all), unlocks and expiries
+a failure reason (some nacks none), dead letters and drops theirs. They are
+drawn from a second generator, so the history itself is the same as before
+details existed.
 """
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from xmpp_queue.core.ledger import EventKind as K
@@ -32,6 +39,8 @@ class Row:
     subscriber: str | None
     deliveries: int
     payload_size: int
+    attributes: str | None = None
+    reason: str | None = None
 
     def as_tuple(self) -> tuple[object, ...]:
         return (
@@ -43,6 +52,8 @@ class Row:
             self.subscriber,
             self.deliveries,
             self.payload_size,
+            self.attributes,
+            self.reason,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -55,6 +66,8 @@ class Row:
             "subscriber": self.subscriber,
             "deliveries": self.deliveries,
             "payload_size": self.payload_size,
+            "attributes": self.attributes,
+            "reason": self.reason,
         }
 
 
@@ -130,7 +143,35 @@ def simulate_ledger(seed: int = 7, items: int = 60, start: datetime = START) -> 
             again, _ = _item_history(rng, node, item_id, end + _micros(rng, 1, 60))
             raw += [(at, kind, node, item_id, sub, d, size) for at, kind, sub, d in again]
     raw.sort(key=lambda r: r[0])
-    return [
+    rows = [
         Row(i + 1, at, str(kind), node, item_id, sub, d, size)
         for i, (at, kind, node, item_id, sub, d, size) in enumerate(raw)
     ]
+    details = random.Random(seed + 1)
+    return [with_details(details, row) for row in rows]
+
+
+TENANTS = ("acme", "globex", "initech", "umbrella")
+NACKS = ("ValueError: bad row", "TimeoutError: upstream", "KeyError: 'sku'")
+
+
+def with_details(rng: random.Random, row: Row) -> Row:
+    """*row* with the attributes or reason the service would have written."""
+    if row.kind == K.PUBLISHED:
+        if rng.random() < 0.15:
+            return row  # published without attributes
+        attributes = {"tenant": rng.choice(TENANTS)}
+        if rng.random() < 0.4:
+            attributes["Urgency"] = rng.choice(("high", "low"))
+        if rng.random() < 0.3:
+            attributes["source"] = f"batch-{rng.randint(1, 3)}"
+        return replace(row, attributes=json.dumps(attributes, sort_keys=True))
+    if row.kind == K.UNLOCKED:
+        return replace(row, reason=None if rng.random() < 0.2 else rng.choice(NACKS))
+    if row.kind == K.EXPIRED:
+        return replace(row, reason="lock timeout")
+    if row.kind == K.DEAD_LETTERED:
+        return replace(row, reason=rng.choice(("max-deliveries", "max-deliveries", "rejected")))
+    if row.kind == K.DROPPED:
+        return replace(row, reason=rng.choice(("expired", "truncated")))
+    return row

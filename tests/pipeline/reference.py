@@ -8,6 +8,7 @@ data this small: the smallest value with at least p of the values at or below.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -223,6 +224,61 @@ def shift(rows: Sequence[Row], delta: timedelta) -> list[Row]:
             r.subscriber,
             r.deliveries,
             r.payload_size,
+            r.attributes,
+            r.reason,
         )
         for r in rows
     ]
+
+
+# --- details: attributes of published rows, reasons ------------------------------------------
+
+CATEGORY = {
+    K.UNLOCKED: "failure",
+    K.EXPIRED: "failure",
+    K.DEAD_LETTERED: "dead_letter",
+    K.DROPPED: "dropped",
+}
+
+
+def _ranked(counts: dict[tuple[str, ...], int], top: int, groups: int) -> list[tuple[object, ...]]:
+    """(group..., rest..., n, rank): the *top* largest counts of each group (the
+    first *groups* parts of the key), most first, ties by the key's text."""
+    by_group: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = defaultdict(list)
+    for key, n in counts.items():
+        by_group[key[:groups]].append((key, n))
+    out: list[tuple[object, ...]] = []
+    for entries in by_group.values():
+        entries.sort(key=lambda e: (-e[1], e[0][groups:]))
+        out += [(*key, n, rank) for rank, (key, n) in enumerate(entries[:top], start=1)]
+    return out
+
+
+def attribute_keys(rows: Iterable[Row], top: int) -> set[tuple[object, ...]]:
+    """{(node, key, items, rank)}."""
+    counts: dict[tuple[str, ...], int] = defaultdict(int)
+    for row in rows:
+        if row.kind == K.PUBLISHED and row.attributes:
+            for key in json.loads(row.attributes):
+                counts[(row.node, key)] += 1
+    return set(_ranked(counts, top, 1))
+
+
+def attribute_values(rows: Iterable[Row], top: int) -> set[tuple[object, ...]]:
+    """{(node, key, value, items, rank)}."""
+    counts: dict[tuple[str, ...], int] = defaultdict(int)
+    for row in rows:
+        if row.kind == K.PUBLISHED and row.attributes:
+            for key, value in json.loads(row.attributes).items():
+                counts[(row.node, key, value)] += 1
+    return set(_ranked(counts, top, 1))
+
+
+def reasons(rows: Iterable[Row], top: int) -> set[tuple[object, ...]]:
+    """{(node, category, reason, n, rank)}."""
+    counts: dict[tuple[str, ...], int] = defaultdict(int)
+    for row in rows:
+        category = CATEGORY.get(K(row.kind))
+        if category and row.reason is not None:
+            counts[(row.node, category, row.reason)] += 1
+    return set(_ranked(counts, top, 2))

@@ -14,6 +14,7 @@ from xmpp_queue.core.ledger import EventKind as K
 pytestmark = pytest.mark.spark
 
 BUCKET = 60
+TOP = 3  # fewer than the simulated values and reasons per node: the cut is tested
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +24,8 @@ def computed(ledger_frame: Any, tmp_path_factory: pytest.TempPathFactory) -> dic
     from xmpp_queue.pipeline.report import TABLES, ReportOptions, run_report
 
     out = tmp_path_factory.mktemp("report")
-    result = run_report(
-        ledger_frame, ReportOptions(out_dir=str(out), bucket_seconds=BUCKET, poison_limit=10)
-    )
+    options = ReportOptions(out_dir=str(out), bucket_seconds=BUCKET, poison_limit=10, top=TOP)
+    result = run_report(ledger_frame, options)
     spark = ledger_frame.sparkSession
     tables: dict[str, Any] = {
         name: [r.asDict(recursive=True) for r in spark.read.parquet(result.paths[name]).collect()]
@@ -138,9 +138,51 @@ def test_report_html_draws_every_chart(computed: dict[str, Any]) -> None:
         assert f"{node}: latency (seconds)" in html
     for title in ("Items handled per worker", "Handling time p95 per worker"):
         assert title in html
-    assert html.count("<svg") == 2 * len(nodes) + 3 + 2
+    detail_charts = len({r["node"] for r in computed["attribute_values"]}) + len(
+        {(r["node"], r["category"]) for r in computed["reasons"]}
+    )
+    assert detail_charts > len(nodes)
+    assert html.count("<svg") == 2 * len(nodes) + 3 + 2 + detail_charts
     worst = max(computed["poison_candidates"], key=lambda r: r["deliveries"])
     assert worst["item_id"] in html
+
+
+def test_attribute_keys_and_values_match_python(
+    computed: dict[str, Any], ledger_rows: list[Row]
+) -> None:
+    keys = {(r["node"], r["key"], r["items"], r["rank"]) for r in computed["attribute_keys"]}
+    assert keys == ref.attribute_keys(ledger_rows, TOP)
+    values = {
+        (r["node"], r["key"], r["value"], r["items"], r["rank"])
+        for r in computed["attribute_values"]
+    }
+    assert values == ref.attribute_values(ledger_rows, TOP)
+    assert {r["rank"] for r in computed["attribute_values"]} == set(range(1, TOP + 1))
+    # The service's own headers never reach the ledger, so never the report.
+    assert not {r["key"] for r in computed["attribute_keys"]} & {"reason", "last-error"}
+
+
+def test_reasons_match_python(computed: dict[str, Any], ledger_rows: list[Row]) -> None:
+    got = {(r["node"], r["category"], r["reason"], r["n"], r["rank"]) for r in computed["reasons"]}
+    assert got == ref.reasons(ledger_rows, TOP)
+    assert {r["category"] for r in computed["reasons"]} == {"failure", "dead_letter", "dropped"}
+    # A nack without a reason is counted in the totals, never as a reason.
+    assert None not in {r["reason"] for r in computed["reasons"]}
+    assert any(r.kind == K.UNLOCKED and r.reason is None for r in ledger_rows)
+
+
+def test_report_html_shows_the_details(computed: dict[str, Any]) -> None:
+    html = computed["html"]
+    top_failure = min(
+        (r for r in computed["reasons"] if r["category"] == "failure"), key=lambda r: r["rank"]
+    )
+    assert f"{top_failure['node']}: failure reasons (unlocks and lock timeouts)" in html
+    assert html.count(": dead-letter reasons</title>") == len(
+        {r["node"] for r in computed["reasons"] if r["category"] == "dead_letter"}
+    )
+    pair = computed["attribute_values"][0]
+    assert f"{pair['key']}={pair['value']}" in html
+    assert "<th>most common values</th>" in html
 
 
 def _aware(moment: Any) -> Any:

@@ -72,6 +72,8 @@ def _collect(frame: Any) -> list[tuple[Any, ...]]:
                 r["subscriber"],
                 r["deliveries"],
                 r["payload_size"],
+                r["attributes"],
+                r["reason"],
             )
         )
     return rows
@@ -137,3 +139,81 @@ def test_parquet_archive_and_database_together_count_each_row_once(
     opening = sum(r["n"] for r in selection.opening_counts.collect())
     assert opening == sum(1 for r in ledger_rows if r.at < since)
     assert selection.sources[1] == archive
+
+
+# --- sources from before the detail columns (revision 0006) ------------------------------------
+
+
+def _without_details(rows: list[Row]) -> list[tuple[Any, ...]]:
+    return [(*r.as_tuple()[:-2], None, None) for r in rows]
+
+
+def test_the_details_cross_jdbc_as_written(
+    spark: Any, ledger_db_url: str, ledger_rows: list[Row]
+) -> None:
+    from xmpp_queue.pipeline.ledger_io import read_ledger_jdbc
+
+    insert_rows(ledger_db_url, ledger_rows)
+    got = _collect(read_ledger_jdbc(spark, jdbc_source(ledger_db_url)))
+    assert any(g[8] for g in got) and any(g[9] for g in got), "the factory gives details"
+    assert got == [r.as_tuple() for r in ledger_rows]
+
+
+def test_a_database_not_yet_migrated_to_details_is_read_with_nulls(
+    spark: Any, tmp_path: Path, ledger_rows: list[Row]
+) -> None:
+    """A service still on revision 0005 (the pipeline upgraded first): the rows read,
+    with no attributes and no reason, instead of an unknown-column error."""
+    import asyncio
+
+    from xmpp_queue.pipeline.ledger_io import read_ledger_jdbc
+    from xmpp_queue.storage.engine import make_engine
+    from xmpp_queue.storage.migrations import upgrade
+    from xmpp_queue.storage.schema import ledger
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(url, "0005_ordering_key")
+
+    async def insert() -> None:
+        engine = make_engine(url)
+        try:
+            async with engine.begin() as conn:
+                rows = [
+                    {k: v for k, v in r.as_dict().items() if k not in ("attributes", "reason")}
+                    for r in ledger_rows
+                ]
+                await conn.execute(ledger.insert(), rows)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(insert())
+    frame = read_ledger_jdbc(spark, jdbc_source(url))
+    assert _collect(frame) == _without_details(ledger_rows)
+
+
+def test_an_archive_exported_before_the_details_is_read_with_nulls(
+    spark: Any, ledger_rows: list[Row], tmp_path: Path
+) -> None:
+    """One archive whose older files have the eight original columns and whose newer
+    files (the same day) have the details: every row reads, the old ones NULL,
+    the new ones with their details, whichever file Spark looks at first."""
+    from pyspark.sql import functions as F
+
+    from xmpp_queue.pipeline.ledger_frame import LEDGER_SCHEMA
+    from xmpp_queue.pipeline.ledger_io import read_ledger_parquet, write_parquet
+
+    old, new = ledger_rows[:100], ledger_rows[100:]
+    archive = str(tmp_path / "archive")
+
+    def export(rows: list[Row], mode: str, details: bool) -> None:
+        frame = spark.createDataFrame([r.as_tuple() for r in rows], LEDGER_SCHEMA)
+        if not details:
+            frame = frame.drop("attributes", "reason")
+        dated = frame.withColumn("date", F.date_format("at", "yyyy-MM-dd"))
+        write_parquet(dated, archive, ["date"], mode=mode)
+
+    export(old, "overwrite", details=False)
+    assert _collect(read_ledger_parquet(spark, [archive])) == _without_details(old)
+    export(new, "append", details=True)
+    got = _collect(read_ledger_parquet(spark, [archive]))
+    assert got == _without_details(old) + [r.as_tuple() for r in new]

@@ -79,6 +79,19 @@ def test_report_of_a_time_range_from_the_database(
     assert f"{len(in_range):,} events" in text
     for node in totals:
         assert node in text
+    # The details crossed JDBC into the tables, the page and the printed summary.
+    reasons = ref.reasons(in_range, 10)
+    first = {(n, c): reason for n, c, reason, _, rank in reasons if rank == 1}
+    assert ("jobs", "failure") in first
+    got_reasons = {
+        (r["node"], r["category"], r["reason"], r["n"], r["rank"])
+        for r in spark.read.parquet(str(out / "reasons")).collect()
+    }
+    assert got_reasons == reasons
+    assert "Why items failed" in html and "Attributes of published items" in html
+    assert "most common attributes and reasons" in text
+    assert str(first[("jobs", "failure")]) in text
+    assert "tenant=" in text
 
 
 def _assert_valid_svgs(html: str) -> None:

@@ -102,3 +102,64 @@ def test_workers_are_shown_by_their_name() -> None:
     rows = [{"worker": "w1@example.org/fast-1", "handled": 5, "handling_p95": 0.1}]
     html = render_report(_data(workers=rows))
     assert "fast-1 (w1@example.org)" in html
+
+
+def test_the_detail_sections_escape_reasons_and_say_when_empty() -> None:
+    """Reasons and attributes are the workers' and publishers' text: escaped."""
+    hostile = "<b>boom</b> & co"
+    reasons = [
+        {"node": "jobs", "category": "failure", "reason": hostile, "n": 5, "rank": 1},
+        {"node": "jobs", "category": "failure", "reason": "lock timeout", "n": 2, "rank": 2},
+        {"node": "jobs", "category": "dead_letter", "reason": "max-deliveries", "n": 1, "rank": 1},
+    ]
+    keys = [{"node": "jobs", "key": "tenant", "items": 7, "rank": 1}]
+    values = [
+        {"node": "jobs", "key": "tenant", "value": "acme", "items": 4, "rank": 1},
+        {"node": "jobs", "key": "tenant", "value": "<globex>", "items": 3, "rank": 2},
+    ]
+    html = render_report(_data(reasons=reasons, attribute_keys=keys, attribute_values=values))
+    assert hostile not in html and "&lt;b&gt;boom&lt;/b&gt; &amp; co" in html
+    assert "<globex>" not in html and "acme (4), &lt;globex&gt; (3)" in html
+    titles = [s.findtext("title") for s in _svgs(html)]
+    assert titles == [
+        "jobs: failure reasons (unlocks and lock timeouts)",
+        "jobs: dead-letter reasons",
+        "jobs: most common attributes",
+    ]
+    empty = render_report(_data())
+    assert "No failure, dead-letter or drop reasons in this range." in empty
+    assert "No published item carried attributes in this range." in empty
+
+
+def test_the_printed_summary_lists_the_top_attributes_and_reasons() -> None:
+    import io
+
+    from xmpp_queue.pipeline.report import ReportResult, print_summary
+
+    values = [
+        {"node": "jobs", "key": "tenant", "value": v, "items": n, "rank": i}
+        for i, (v, n) in enumerate((("acme", 9), ("globex", 5), ("initech", 2), ("x", 1)), 1)
+    ]
+    reasons = [
+        {"node": "jobs", "category": "failure", "reason": "KeyError: 'sku'", "n": 4, "rank": 1},
+        {"node": "mail", "category": "dropped", "reason": "truncated", "n": 2, "rank": 1},
+    ]
+    printed = io.StringIO()
+    result = ReportResult(
+        out_dir="r",
+        html_path="r/report.html",
+        events=10,
+        totals=[],
+        workers=0,
+        poison=0,
+        attribute_values=values,
+        reasons=reasons,
+    )
+    print_summary(result, printed)
+    text = printed.getvalue()
+    assert "tenant=acme (9), tenant=globex (5), tenant=initech (2)" in text
+    assert "tenant=x" not in text  # the page has the full top N, the summary three
+    assert "KeyError: 'sku' (4)" in text and "truncated (2)" in text
+    bare = io.StringIO()
+    print_summary(ReportResult("r", "r/report.html", 0, [], 0, 0), bare)
+    assert "most common attributes" not in bare.getvalue()

@@ -60,6 +60,28 @@ async def test_ledger_event_without_subscriber_round_trips(store: Store) -> None
         assert await tx.ledger.events() == [purged]
 
 
+async def test_ledger_details_round_trip(store: Store) -> None:
+    """A published row's attributes (JSON text) and a failure's reason come back
+    as written, unicode and all; rows without them come back with None."""
+    published = LedgerEvent(
+        at(0), EventKind.PUBLISHED, "jobs", "i1", None, 0, 6, '{"tenant":"ÅB","ordering-key":"k"}'
+    )
+    unlocked = LedgerEvent(
+        at(1), EventKind.UNLOCKED, "jobs", "i1", "w@example.org/a", 1, 6, None, "db down: ✗"
+    )
+    dead = LedgerEvent(
+        at(2), EventKind.DEAD_LETTERED, "jobs", "i1", None, 1, 6, None, "max-deliveries"
+    )
+    plain = event(EventKind.DELIVERED, "i2", 3)
+    async with store.transaction() as tx:
+        for e in (published, unlocked, dead, plain):
+            tx.ledger.append(e)
+        await tx.commit()
+    async with store.transaction() as tx:
+        assert await tx.ledger.events("jobs") == [published, unlocked, dead, plain]
+    assert (plain.attributes, plain.reason) == (None, None)
+
+
 async def test_ledger_count_by_node_kind_and_time(store: Store) -> None:
     async with store.transaction() as tx:
         for n in range(5):

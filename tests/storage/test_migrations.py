@@ -76,8 +76,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_ordering_key_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0005_ordering_key"
+def test_event_details_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0006_event_details"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0005_ordering_key"\n'
+        'down_revision = "0006_event_details"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -127,7 +127,7 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0005_ordering_key"
+    assert migrations.current_revision(empty_db) == "0006_event_details"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
 
@@ -235,7 +235,7 @@ def test_upgrading_to_ordering_key_keeps_items_unordered(empty_db: str) -> None:
 
     in_thread(fill())
     migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0005_ordering_key"
+    assert migrations.current_revision(empty_db) == migrations.head_revision()
 
     async def read() -> dict[str, Any]:
         store = await StateStore.open(empty_db)
@@ -254,6 +254,69 @@ def test_upgrading_to_ordering_key_keeps_items_unordered(empty_db: str) -> None:
     assert {i.ordering_key for i in items.values()} == {None}
     assert items["keyed"].headers == {"ordering-key": "A"} and items["keyed"].priority == 2
     assert items["held"].locked_by == "s1"
+
+
+def test_upgrading_to_event_details_keeps_ledger_rows_without_details(empty_db: str) -> None:
+    """Ledger rows written under 0005 read back unchanged after the upgrade, with
+    no attributes and no reason; a row appended after it keeps both, and the id
+    sequence goes on where it was (ids are the export cursor)."""
+    from sqlalchemy import text
+
+    from xmpp_queue.core.ledger import EventKind, LedgerEvent
+    from xmpp_queue.storage.store import StateStore
+
+    migrations.upgrade(empty_db, "0005_ordering_key")
+    rows = [
+        "INSERT INTO queue_events (at, kind, node, item_id, subscriber, deliveries,"
+        " payload_size) VALUES ('2026-01-01 12:00:00+00:00', 'published', 'jobs', 'a',"
+        " NULL, 0, 4)",
+        "INSERT INTO queue_events (at, kind, node, item_id, subscriber, deliveries,"
+        " payload_size) VALUES ('2026-01-01 12:00:01+00:00', 'unlocked', 'jobs', 'a',"
+        " 'w@x/r', 1, 4)",
+    ]
+
+    def write(conn: Connection) -> None:
+        for sql in rows:
+            conn.execute(text(sql))
+
+    async def fill() -> None:
+        engine = make_engine(empty_db)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(write)
+        finally:
+            await engine.dispose()
+
+    in_thread(fill())
+    migrations.upgrade(empty_db)
+    assert migrations.current_revision(empty_db) == "0006_event_details"
+    later = LedgerEvent(
+        _NOW, EventKind.DEAD_LETTERED, "jobs", "a", "w@x/r", 2, 4, None, "max-deliveries"
+    )
+
+    async def read() -> list[LedgerEvent]:
+        store = await StateStore.open(empty_db)
+        try:
+            async with store.transaction() as tx:
+                tx.ledger.append(later)
+                await tx.commit()
+            async with store.transaction() as tx:
+                return await tx.ledger.events("jobs")
+        finally:
+            await store.close()
+
+    events = in_thread(read())
+    assert [(e.kind, e.subscriber, e.deliveries) for e in events[:2]] == [
+        (EventKind.PUBLISHED, None, 0),
+        (EventKind.UNLOCKED, "w@x/r", 1),
+    ]
+    assert {(e.attributes, e.reason) for e in events[:2]} == {(None, None)}
+    assert events[2] == later
+
+    def ids(conn: Connection) -> list[int]:
+        return [int(r[0]) for r in conn.execute(text("SELECT id FROM queue_events ORDER BY id"))]
+
+    assert _inspect(empty_db, ids) == [1, 2, 3]
 
 
 _NOW = __import__("datetime").datetime(2026, 1, 1, 13, tzinfo=__import__("datetime").UTC)

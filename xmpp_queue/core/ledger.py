@@ -1,18 +1,24 @@
 """The event ledger: one row per state change of a queue item.
 
 The service appends these in the same transaction as the change (docs/architecture.md:
-durability); the Spark pipeline reads them. Table and column names live in
-``xmpp_queue/ledger_names.py`` (shared by storage and pipeline); the event kinds
-are here because they are the domain's words.
+durability); the Spark pipeline reads them. Two optional details let the report say
+what the items were and why they failed, not only how many: a ``published`` row
+keeps the publisher's attributes (JSON object, the service's own headers left out),
+and an ``unlocked``/``expired``/``dead_lettered``/``dropped`` row its reason.
+Table and column names live in ``xmpp_queue/ledger_names.py`` (shared by storage
+and pipeline); the event kinds are here because they are the domain's words.
 """
 
 from __future__ import annotations
 
 import enum
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from xmpp_queue.core.attributes import RESERVED
 from xmpp_queue.core.model import Item
 
 
@@ -31,13 +37,23 @@ class EventKind(enum.StrEnum):
     FILTERED = "filtered"  # a topic item a bound queue's filter kept out: stored nothing
 
 
+REASON_EXPIRED = "expired"
+"""Reason of an item that waited past its expiry (dead-lettered or dropped)."""
+REASON_TRUNCATED = "truncated"
+"""Reason of an item dropped to make room (``pubsub#queue_overflow`` drop-oldest)."""
+
 FINISHED = frozenset({EventKind.ACKED, EventKind.RETRACTED})
 """The events that end an item's life for the dedup window (``queue_dedup_window``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class LedgerEvent:
-    """One ledger row. ``subscriber`` is the lock holder's JID where one is involved."""
+    """One ledger row. ``subscriber`` is the lock holder's JID where one is involved.
+
+    ``attributes`` (published rows only): the publisher's attributes as a JSON
+    object, None when it sent none. ``reason``: why an item was unlocked, expired,
+    dead-lettered or dropped, None where no reason was given or the kind has none.
+    """
 
     at: datetime
     kind: EventKind
@@ -46,18 +62,54 @@ class LedgerEvent:
     subscriber: str | None = None
     deliveries: int = 0
     payload_size: int = 0
+    attributes: str | None = None
+    reason: str | None = None
 
 
 class _Appends(Protocol):
     def append(self, event: LedgerEvent) -> None: ...
 
 
+def publisher_attributes(headers: Mapping[str, str]) -> str | None:
+    """*headers* without the service's own (:data:`RESERVED`), as a compact JSON
+    object with sorted keys; None when nothing is left (no encoding then)."""
+    if not headers:
+        return None
+    own = {k: v for k, v in headers.items() if k not in RESERVED}
+    if not own:
+        return None
+    return json.dumps(own, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def record(
-    ledger: _Appends, at: datetime, kind: EventKind, item: Item, subscriber: str | None = None
+    ledger: _Appends,
+    at: datetime,
+    kind: EventKind,
+    item: Item,
+    subscriber: str | None = None,
+    reason: str | None = None,
+    attributes: Mapping[str, str] | None = None,
 ) -> None:
-    """Append the row for *kind* happening to *item* (its delivery count and size as now)."""
+    """Append the row for *kind* happening to *item* (its delivery count and size as now).
+
+    A ``published`` row keeps the publisher's attributes: *attributes* when given,
+    else the item's headers (a dead letter or fan-out copy arriving keeps the
+    original publisher's, and the service's own headers are left out either way).
+    *reason* says why an item failed or left; other kinds pass none.
+    """
+    encoded = None
+    if kind is EventKind.PUBLISHED:
+        encoded = publisher_attributes(item.headers if attributes is None else attributes)
     ledger.append(
         LedgerEvent(
-            at, kind, item.node, item.item_id, subscriber, item.deliveries, item.payload_size
+            at,
+            kind,
+            item.node,
+            item.item_id,
+            subscriber,
+            item.deliveries,
+            item.payload_size,
+            encoded,
+            reason,
         )
     )

@@ -6,6 +6,10 @@ its ``date`` partition column) and on synthetic data. ``conform_ledger`` turns
 each into the same typed frame, so the transforms downstream never ask where the
 rows came from. Names come from ``xmpp_queue.ledger_names`` and kinds from
 ``xmpp_queue.core.ledger``: nothing here re-types them.
+
+The detail columns (``attributes``, ``reason``: revision 0006) are optional on
+input: archives exported and databases last migrated before them lack them,
+and their rows get NULL, as rows the service wrote without details do.
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ from pyspark.sql.types import (
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import (
     AT,
+    ATTRIBUTES,
     COLUMNS,
     DELIVERIES,
+    DETAIL_COLUMNS,
     ID,
     ITEM_ID,
     KIND,
     NODE,
     PAYLOAD_SIZE,
+    REASON,
     SUBSCRIBER,
 )
 
@@ -47,6 +54,8 @@ LEDGER_SCHEMA = StructType(
         StructField(SUBSCRIBER, StringType(), True),
         StructField(DELIVERIES, IntegerType(), False),
         StructField(PAYLOAD_SIZE, LongType(), False),
+        StructField(ATTRIBUTES, StringType(), True),
+        StructField(REASON, StringType(), True),
     ]
 )
 
@@ -73,7 +82,8 @@ def parse_utc_timestamp(column: Column) -> Column:
 
 
 def conform_ledger(frame: DataFrame) -> DataFrame:
-    """Select the ledger columns in order with the pipeline's types (pure)."""
+    """Select the ledger columns in order with the pipeline's types (pure); a
+    missing detail column (an older source) is NULL on every row."""
     types = {f.name: f.dataType for f in frame.schema.fields}
     missing = [name for name in COLUMNS if name not in types]
     if missing:
@@ -92,6 +102,10 @@ def conform_ledger(frame: DataFrame) -> DataFrame:
         F.col(SUBSCRIBER).cast(StringType()).alias(SUBSCRIBER),
         F.coalesce(F.col(DELIVERIES).cast(IntegerType()), F.lit(0)).alias(DELIVERIES),
         F.coalesce(F.col(PAYLOAD_SIZE).cast(LongType()), F.lit(0)).alias(PAYLOAD_SIZE),
+        *[
+            (F.col(name) if name in types else F.lit(None)).cast(StringType()).alias(name)
+            for name in DETAIL_COLUMNS
+        ],
     )
 
 

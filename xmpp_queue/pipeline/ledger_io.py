@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlalchemy.engine import make_url
 
-from xmpp_queue.ledger_names import AT, COLUMNS, ID, KIND, NODE, TABLE
+from xmpp_queue.ledger_names import ALL_COLUMNS, AT, COLUMNS, DETAIL_COLUMNS, ID, KIND, NODE, TABLE
 from xmpp_queue.pipeline.ledger_frame import as_utc, conform_ledger, in_time_range
 
 Dialect = Literal["sqlite", "postgresql"]
@@ -109,8 +109,24 @@ def where_clause(dialect: Dialect, since: datetime | None, until: datetime | Non
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
-def ledger_query(source: JdbcSource, since: datetime | None, until: datetime | None) -> str:
-    return f"SELECT {', '.join(COLUMNS)} FROM {TABLE}{where_clause(source.dialect, since, until)}"
+def ledger_query(
+    source: JdbcSource,
+    since: datetime | None,
+    until: datetime | None,
+    columns: Sequence[str] = ALL_COLUMNS,
+) -> str:
+    where = where_clause(source.dialect, since, until)
+    return f"SELECT {', '.join(columns)} FROM {TABLE}{where}"
+
+
+def ledger_columns(spark: SparkSession, source: JdbcSource) -> tuple[str, ...]:
+    """The columns to select: every ledger has :data:`COLUMNS`; the detail columns
+    only from revision 0006 on, so a database not migrated yet is still readable
+    (``conform_ledger`` fills them with NULL). Asks the database for no rows."""
+    present = {
+        c.lower() for c in _jdbc_query(spark, source, f"SELECT * FROM {TABLE} WHERE 1 = 0").columns
+    }
+    return COLUMNS + tuple(c for c in DETAIL_COLUMNS if c in present)
 
 
 # --- JDBC reads ---------------------------------------------------------------------------
@@ -134,7 +150,7 @@ def read_ledger_jdbc(
     rows_per_partition: int = ROWS_PER_READ_PARTITION,
 ) -> DataFrame:
     """Ledger rows with ``since <= at < until``, read in parallel id ranges."""
-    selection = ledger_query(source, since, until)
+    selection = ledger_query(source, since, until, ledger_columns(spark, source))
     # COALESCE: sqlite-jdbc fails on a NULL aggregate (MIN of no rows) read as a number.
     bounds = _jdbc_query(
         spark,
@@ -244,9 +260,11 @@ def read_ledger_parquet(
     """Ledger rows from Parquet (exported archives or any file with the columns).
 
     On a ``date=`` partitioned archive the range also prunes whole days, so old
-    days are never opened.
+    days are never opened. Files written before the detail columns existed may
+    sit beside newer ones (even in one day's directory): the schemas are merged,
+    so neither the columns nor the old files' rows are lost.
     """
-    frame = spark.read.parquet(*paths)
+    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     if DATE_PARTITION in frame.columns:
         if since is not None:
             frame = frame.where(F.col(DATE_PARTITION) >= F.lit(_utc_day(since)))

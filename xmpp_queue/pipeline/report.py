@@ -21,12 +21,22 @@ from pyspark.sql import functions as F
 
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import NODE
-from xmpp_queue.pipeline import analytics
+from xmpp_queue.pipeline import analytics, details
+from xmpp_queue.pipeline.details_html import CATEGORY_TITLES, summary_cells
 from xmpp_queue.pipeline.ledger_io import write_parquet
 from xmpp_queue.pipeline.progress import spark_progress
 from xmpp_queue.pipeline.report_html import ReportData, render_report
 
-TABLES = ("node_buckets", "node_totals", "latency", "workers", "poison_candidates")
+TABLES = (
+    "node_buckets",
+    "node_totals",
+    "latency",
+    "workers",
+    "poison_candidates",
+    "attribute_keys",
+    "attribute_values",
+    "reasons",
+)
 CHART_NODES = 8
 """Nodes charted over time (the busiest); every node is in the tables."""
 
@@ -39,6 +49,7 @@ class ReportOptions:
     bucket_seconds: int = 60
     poison_min_deliveries: int = 2
     poison_limit: int = 20
+    top: int = 10  # attribute keys, key=value pairs and reasons kept per node
     title: str = "xmpp-queue: queue history"
     sources: Sequence[str] = ()
 
@@ -52,6 +63,9 @@ class ReportTables:
     latency: DataFrame
     workers: DataFrame
     poison_candidates: DataFrame
+    attribute_keys: DataFrame
+    attribute_values: DataFrame
+    reasons: DataFrame
 
     def by_name(self) -> dict[str, DataFrame]:
         return {name: getattr(self, name) for name in TABLES}
@@ -67,6 +81,8 @@ class ReportResult:
     poison: int
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
+    attribute_values: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[dict[str, Any]] = field(default_factory=list)
 
 
 def compute_report(
@@ -76,16 +92,19 @@ def compute_report(
     poison_min_deliveries: int = 2,
     poison_limit: int = 20,
     keep: Callable[[DataFrame], DataFrame] = lambda frame: frame,
+    top: int = 10,
 ) -> ReportTables:
     """All report aggregates from conformed ledger rows (pure: builds a plan only).
 
     *opening* is (node, opening_backlog) for the history before the range.
     *keep* is applied to the intermediate frames that several tables reuse
-    (lifecycles, buckets, latency): ``run_report`` persists them there.
+    (lifecycles, buckets, latency, attribute pairs): ``run_report`` persists them
+    there. *top*: entries kept per node in the attribute and reason tables.
     """
     lifecycles = keep(analytics.item_lifecycles(analytics.with_lifecycle(events)))
     buckets = keep(analytics.node_buckets(events, bucket_seconds, opening))
     latency = keep(analytics.latency_by_node(lifecycles))
+    pairs = keep(details.attribute_pairs(events))
     return ReportTables(
         node_buckets=buckets,
         node_totals=analytics.node_totals(buckets, latency),
@@ -94,6 +113,9 @@ def compute_report(
         poison_candidates=analytics.poison_candidates(
             lifecycles, events, poison_min_deliveries, poison_limit
         ),
+        attribute_keys=details.attribute_keys(pairs, top),
+        attribute_values=details.attribute_values(pairs, top),
+        reasons=details.reasons(events, top),
     )
 
 
@@ -128,6 +150,7 @@ def run_report(
             options.poison_min_deliveries,
             options.poison_limit,
             keep=keep,
+            top=options.top,
         )
         paths = {}
         for name, frame in tables.by_name().items():
@@ -154,6 +177,8 @@ def run_report(
         poison=len(data.poison),
         seconds=(datetime.now(UTC) - started).total_seconds(),
         paths=paths,
+        attribute_values=[dict(r) for r in data.attribute_values],
+        reasons=[dict(r) for r in data.reasons],
     )
 
 
@@ -194,6 +219,9 @@ def _report_data(
         ),
         events=events,
         notes=notes,
+        attribute_keys=_rows(tables["attribute_keys"].orderBy(NODE, details.RANK)),
+        attribute_values=_rows(tables["attribute_values"].orderBy(NODE, details.RANK)),
+        reasons=_rows(tables["reasons"].orderBy(NODE, details.CATEGORY, details.RANK)),
     )
 
 
@@ -222,10 +250,28 @@ def print_summary(result: ReportResult, out: TextIO) -> None:
         table.add_row(*[_fmt(row.get(key)) for _, key in columns])
     console = Console(file=out, width=140)
     console.print(table)
+    _print_details(result, console)
     console.print(
         f"{result.workers} workers · {result.poison} poison candidates · "
         f"{result.html_path} · {result.seconds:.1f} s"
     )
+
+
+def _print_details(result: ReportResult, console: Any) -> None:
+    """Per node, the most common attributes and reasons (the page has the full top N)."""
+    from rich.table import Table
+
+    cells = summary_cells(result.attribute_values, result.reasons)
+    if not cells:
+        return
+    table = Table(title="most common attributes and reasons")
+    columns = [("node", ""), ("attributes", "attributes")]
+    columns += [(title.split(" (")[0], key) for key, title in CATEGORY_TITLES.items()]
+    for title, _ in columns:
+        table.add_column(title, overflow="fold")
+    for node in sorted(cells):
+        table.add_row(node, *[cells[node].get(key) or "-" for _, key in columns[1:]])
+    console.print(table)
 
 
 def _fmt(value: Any) -> str:

@@ -23,6 +23,7 @@ from xmpp_queue.pipeline.charts import (
     horizontal_bar_chart,
     line_chart,
 )
+from xmpp_queue.pipeline.details_html import attributes_section, reasons_section
 
 Row = Mapping[str, Any]
 MAX_POINTS = 240
@@ -59,6 +60,9 @@ class ReportData:
     poison: Sequence[Row]
     events: int = 0
     notes: Sequence[str] = field(default_factory=tuple)
+    attribute_keys: Sequence[Row] = field(default_factory=tuple)
+    attribute_values: Sequence[Row] = field(default_factory=tuple)
+    reasons: Sequence[Row] = field(default_factory=tuple)
 
 
 def render_report(data: ReportData) -> str:
@@ -106,6 +110,14 @@ def render_report(data: ReportData) -> str:
                 ("holders", "holders"),
             ],
         ),
+        "<h2>Why items failed</h2>",
+        "<p class='meta'>The most common reasons given for unlocks and lock timeouts, "
+        "dead letters and drops, per node (rows without a reason are counted above, "
+        "not here).</p>",
+        reasons_section(data.reasons),
+        "<h2>Attributes of published items</h2>",
+        "<p class='meta'>The attributes publishers attached most often, per node.</p>",
+        attributes_section(data.attribute_keys, data.attribute_values),
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -368,7 +368,17 @@ def _sub_row(sub_id: int, s: Subscription, t: Encode) -> tuple[Any, ...]:
 def _event_rows(events: list[LedgerEvent], t: Encode) -> list[tuple[Any, ...]]:
     kinds = _KIND_TEXT
     return [
-        (t(e.at), kinds[e.kind], e.node, e.item_id, e.subscriber, e.deliveries, e.payload_size)
+        (
+            t(e.at),
+            kinds[e.kind],
+            e.node,
+            e.item_id,
+            e.subscriber,
+            e.deliveries,
+            e.payload_size,
+            e.attributes,
+            e.reason,
+        )
         for e in events
     ]
 
@@ -376,7 +386,9 @@ def _event_rows(events: list[LedgerEvent], t: Encode) -> list[tuple[Any, ...]]:
 def _event(row: Sequence[Any], when: Callable[[Any], datetime | None]) -> LedgerEvent:
     at = when(row[0])
     assert at is not None
-    return LedgerEvent(at, EventKind(row[1]), row[2], row[3], row[4], row[5], row[6])
+    return LedgerEvent(
+        at, EventKind(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8]
+    )
 
 
 def write_plan(flush: Flush, q: Statements, t: Encode) -> list[tuple[str, list[tuple[Any, ...]]]]:

@@ -77,7 +77,17 @@ ITEM_FIELDS = (
     "expires_at",
     "ordering_key",
 )
-LEDGER_FIELDS = ("at", "kind", "node", "item_id", "subscriber", "deliveries", "payload_size")
+LEDGER_FIELDS = (
+    "at",
+    "kind",
+    "node",
+    "item_id",
+    "subscriber",
+    "deliveries",
+    "payload_size",
+    "attributes",
+    "reason",
+)
 
 Row = Sequence[Any]
 DateDecoder = Callable[[Any], datetime | None]

@@ -187,6 +187,8 @@ class LedgerRow(Base):
     subscriber: Mapped[str | None] = mapped_column(L.SUBSCRIBER, String())
     deliveries: Mapped[int] = mapped_column(L.DELIVERIES, Integer, default=0)
     payload_size: Mapped[int] = mapped_column(L.PAYLOAD_SIZE, Integer, default=0)
+    attributes: Mapped[str | None] = mapped_column(L.ATTRIBUTES, Text())
+    reason: Mapped[str | None] = mapped_column(L.REASON, Text())
 
 
 class LeaseRow(Base):

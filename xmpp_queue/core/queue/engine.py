@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
-from xmpp_queue.core.ledger import EventKind, LedgerEvent, record
+from xmpp_queue.core.ledger import REASON_EXPIRED, EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
@@ -161,11 +161,11 @@ class QueueEngine:
         ``pubsub#queue_expire_action`` says ``drop``. Never delivered."""
         if node.config.queue_expire_action == "drop":
             if await work.tx.items.remove(node.node_id, item.item_id):
-                record(work.tx.ledger, work.now, EventKind.DROPPED, item)
+                record(work.tx.ledger, work.now, EventKind.DROPPED, item, reason=REASON_EXPIRED)
                 self._previous_holder.pop((node.node_id, item.item_id), None)
                 log.info("event=item_expired node=%s item=%s action=drop", *key_of(item))
             return
-        await self.dead_letter(work, node, item, reason="expired")
+        await self.dead_letter(work, node, item, reason=REASON_EXPIRED)
 
     async def requeue(
         self,
@@ -205,9 +205,11 @@ class QueueEngine:
             node.node_id, item.item_id, holder_sub, available_at, headers
         ):
             return False
+        failure = None
         if headers is not None:
             item = copy_item(item, headers=headers)
-        record(work.tx.ledger, work.now, kind, item, holder_jid)
+            failure = headers[LAST_ERROR]  # the reason as kept: cleaned and bounded
+        record(work.tx.ledger, work.now, kind, item, holder_jid, reason=failure)
         if notify_holder and holder_jid:
             work.effects.append(
                 UnlockNotice(holder_jid, node.node_id, item.item_id, reason, headline(node.config))
@@ -224,7 +226,9 @@ class QueueEngine:
         """Move an item to the dead-letter node (past its delivery limit, or because
         its holder said it can never succeed): never drop it."""
         target = await self._dead_letter_target(work, node)
-        record(work.tx.ledger, work.now, EventKind.DEAD_LETTERED, item, item.lock_jid)
+        record(
+            work.tx.ledger, work.now, EventKind.DEAD_LETTERED, item, item.lock_jid, reason=reason
+        )
         self._previous_holder.pop((node.node_id, item.item_id), None)
         headers = dict(item.headers)
         headers.update(

@@ -6,7 +6,7 @@ refused (node-full) and nothing is dropped. With ``drop-oldest`` (the
 truncation policy of Pub/Sub's 2015 design) the oldest *waiting* items leave,
 in publish order, until the new one fits; an item a worker holds is never
 dropped, so if only locked items stand in the way the publish is still refused.
-Each dropped item gets a ``dropped`` ledger row, and every subscriber is told
+Each dropped item gets a ``dropped`` ledger row (reason ``truncated``), and every subscriber is told
 once per operation how many items and bytes went (a truncation notice).
 """
 
@@ -16,7 +16,7 @@ from xmpp_queue.core.audience import subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import TruncateNotice, headline
 from xmpp_queue.core.errors import NodeFull
-from xmpp_queue.core.ledger import EventKind, record
+from xmpp_queue.core.ledger import REASON_TRUNCATED, EventKind, record
 from xmpp_queue.core.model import Node
 
 DROP_OLDEST = "drop-oldest"
@@ -49,7 +49,7 @@ async def make_room(work: Work, node: Node, incoming: int) -> None:
             raise NodeFull(f"queue {node_id} holds {limit} and every item is being worked on")
         for victim in victims:
             await items.remove(node_id, victim.item_id)
-            record(work.tx.ledger, work.now, EventKind.DROPPED, victim)
+            record(work.tx.ledger, work.now, EventKind.DROPPED, victim, reason=REASON_TRUNCATED)
             count, size = count - 1, size - victim.payload_size
             dropped, dropped_bytes = dropped + 1, dropped_bytes + victim.payload_size
             limit = _over(node, count, size)
