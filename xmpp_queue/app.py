@@ -214,7 +214,7 @@ async def _serve_term(
     ops: Any = None
     # Every effect leaves through the outbox; the component is its (XMPP) sink.
     outbox = Outbox()
-    deadlines = DeadlineScheduler(service, outbox, utc_now)
+    deadlines = DeadlineScheduler(service, outbox, service.clock)
     try:
         await service.start()
         component = QueueComponent(

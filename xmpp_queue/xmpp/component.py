@@ -185,7 +185,9 @@ class QueueComponent(ComponentXMPP):
         self._request_tasks: set[asyncio.Task[None]] = set()
         self.disco_provider = DiscoProvider(self, service, name)
         self.disco_provider.register()
-        self.workers = workers or PresenceTracker(SubscriberRelease(service, self.outbox))
+        if workers is None:
+            workers = PresenceTracker(SubscriberRelease(service, self.outbox))
+        self.workers = workers
 
         ns = self.default_ns
         for label, path in (("pubsub", "iq/pubsub"), ("pubsub owner", "iq/pubsub_owner")):
