@@ -40,12 +40,18 @@ class Endpoint:
         self.delays: list[float] = []  # seconds before answering, per request
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self.arrived = asyncio.Event()
+        self.concurrent = self.most_concurrent = 0
+        self.pause = 0.0  # seconds every answer takes (so that requests overlap)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests.append((dict(request.headers), await request.read()))
         self.arrived.set()
-        if self.delays:
-            await asyncio.sleep(self.delays.pop(0))
+        self.concurrent += 1
+        self.most_concurrent = max(self.most_concurrent, self.concurrent)
+        try:
+            await asyncio.sleep(self.delays.pop(0) if self.delays else self.pause)
+        finally:
+            self.concurrent -= 1
         status = self.statuses.pop(0) if self.statuses else 204
         return web.Response(status=status)
 
@@ -83,7 +89,7 @@ async def pushed(
         sink = PushSink(
             service,
             outbox,
-            PushEndpoint(HOOK, url, bearer="tok", secret=SECRET, timeout=5),
+            PushEndpoint(HOOK, url, bearer="tok", secret=SECRET, timeout=5, max_in_flight=4),
             session,
             wall_clock=lambda: 1_700_000_000.0,
         )
@@ -92,7 +98,7 @@ async def pushed(
         await service.create_node(OWNER, "jobs", config)
         members = [(PUB.bare, Affiliation.PUBLISHER), ("hook@example.org", Affiliation.MEMBER)]
         await service.set_node_affiliations(OWNER, "jobs", members)
-        await service.subscribe(Actor(HOOK), "jobs", HOOK, {"pubsub#queue_requests": ["2"]})
+        await service.subscribe(Actor(HOOK), "jobs", HOOK, {"pubsub#queue_requests": ["8"]})
         yield sink, receiver, xmpp
         await sink.close()
 
@@ -165,3 +171,38 @@ async def test_an_answer_slower_than_the_timeout_is_a_nack(
         await asyncio.sleep(0.01)
     assert sink.statuses == {"error": 1, "204": 1}
     assert [json.loads(body)["delivery_attempt"] for _, body in receiver.requests] == [1, 2]
+
+
+async def _drained(service: PubSubService, sink: PushSink) -> None:
+    for _ in range(1000):
+        details = await service.queue_details(ADMIN, "jobs")
+        if details.backlog == 0 and not details.locks and not sink._in_flight:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the queue never drained")
+
+
+async def test_the_window_grows_on_success_and_push_back_holds_it_at_one(
+    service: PubSubService, pushed: tuple[PushSink, Endpoint, Recorder]
+) -> None:
+    sink, receiver, _ = pushed
+    receiver.pause = 0.02
+    # Push-back first: every answer 429/503, so the window stays at one and the
+    # endpoint never sees two requests at once (items wait in the sink, locked).
+    receiver.statuses = [503, 429] * 6
+    for n in range(6):
+        await _publish(service, sink, f"slow{n}")
+    for _ in range(1000):
+        if len(receiver.requests) >= 12:
+            break
+        await asyncio.sleep(0.01)
+    assert receiver.most_concurrent == 1 and sink.window.size == 1
+    await _drained(service, sink)  # then 204s: the rest is delivered
+    # Success: slow start opens the window; requests overlap, up to its ceiling (4),
+    # below the subscription's queue_requests (8).
+    receiver.most_concurrent = 0
+    for n in range(16):
+        await _publish(service, sink, f"fast{n}")
+    await _drained(service, sink)
+    assert 1 < receiver.most_concurrent <= sink.endpoint.max_in_flight
+    assert sink.window.size > 1

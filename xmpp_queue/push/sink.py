@@ -12,6 +12,10 @@ the answer into the subscriber's own verbs.
 - any other status, a redirect (never followed), a connection error or a timeout →
   ``unlock`` by the subscriber: the nack, with the node's retry back-off.
 - an unlock notice for an item (lock timeout, admin) cancels its POST if still running.
+- at most :class:`~xmpp_queue.push.window.PushWindow` POSTs are in flight: it starts
+  at one, grows while the endpoint answers 2xx and halves on 429/503 (push-back).
+  Items handed out beyond it wait here, still locked; one whose lock times out
+  meanwhile leaves the waiting line with its unlock notice.
 
 Signed requests: with a secret, each POST carries ``X-Xmpp-Queue-Signature:
 t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can check the
@@ -37,6 +41,7 @@ from xmpp_queue.core.effects import Effect, ItemNotice, NoticeItem, UnlockNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.push.window import PushWindow
 from xmpp_queue.runtime.outbox import Outbox
 
 log = logging.getLogger("xmpp_queue.push")
@@ -53,6 +58,7 @@ class PushEndpoint:
     bearer: str | None = field(default=None, repr=False)
     secret: bytes | None = field(default=None, repr=False)
     timeout: float = 30.0  # seconds; keep it under the node's lock timeout
+    max_in_flight: int = 8  # the push window's ceiling
 
 
 def signature(secret: bytes, timestamp: int, body: bytes) -> str:
@@ -94,23 +100,41 @@ class PushSink:
         self._session = session
         self._wall_clock = wall_clock
         self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._waiting: dict[tuple[str, str], NoticeItem] = {}  # in arrival order
+        self.window = PushWindow(endpoint.max_in_flight)
         self.statuses: dict[str, int] = {}  # answers by status ("error": no answer)
 
     def deliver(self, effects: Sequence[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, ItemNotice):
                 for item in effect.items:
-                    key = (effect.node, item.item_id)
-                    task = asyncio.get_running_loop().create_task(self._push(effect.node, item))
-                    self._in_flight[key] = task
-                    task.add_done_callback(functools.partial(self._forget, key))
+                    self._waiting[(effect.node, item.item_id)] = item
             elif isinstance(effect, UnlockNotice):
-                running = self._in_flight.get((effect.node, effect.item_id))
+                key = (effect.node, effect.item_id)
+                self._waiting.pop(key, None)
+                running = self._in_flight.get(key)
                 if running is not None and running is not asyncio.current_task():
                     running.cancel()  # the lock is gone: whatever it answers is too late
+        self._pump()
+
+    @property
+    def waiting(self) -> int:
+        """Items handed to this subscription and not POSTed yet (beyond the window)."""
+        return len(self._waiting)
+
+    def _pump(self) -> None:
+        """Start POSTs, oldest first, while the window has room."""
+        waiting, running = self._waiting, self._in_flight
+        while waiting and len(running) < self.window.size:
+            key = next(iter(waiting))
+            item = waiting.pop(key)
+            task = asyncio.get_running_loop().create_task(self._push(key[0], item))
+            running[key] = task
+            task.add_done_callback(functools.partial(self._forget, key))
 
     async def close(self) -> None:
         """Stop the POSTs in flight: their items come back after their lock timeout."""
+        self._waiting.clear()
         tasks = list(self._in_flight.values())
         for task in tasks:
             task.cancel()
@@ -119,6 +143,8 @@ class PushSink:
     def _forget(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
         if self._in_flight.get(key) is task:
             del self._in_flight[key]
+        if self._waiting:
+            self._pump()
 
     def _headers(self, body: bytes) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -152,6 +178,7 @@ class PushSink:
             )
         label = "error" if status is None else str(status)
         self.statuses[label] = self.statuses.get(label, 0) + 1
+        self.window.answered(status)
         acked = status is not None and 200 <= status < 300
         try:
             if acked:
