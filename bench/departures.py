@@ -45,7 +45,7 @@ from xmpp_queue.core.model import AccessModel, Actor  # noqa: E402
 from xmpp_queue.core.ports import Store  # noqa: E402
 from xmpp_queue.core.service import PubSubService, ServiceSettings  # noqa: E402
 from xmpp_queue.core.service_access import ServiceAccess  # noqa: E402
-from xmpp_queue.xmpp.presence import PresenceTracker  # noqa: E402
+from xmpp_queue.runtime.presence import PresenceTracker  # noqa: E402
 
 NODE = "jobs"
 BYSTANDER_NODE = "bystander"

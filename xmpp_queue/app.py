@@ -1,7 +1,8 @@
 """The composition root: the one place that builds and wires the running service.
 
-Clock, id factory, store, :class:`PubSubService`, :class:`QueueComponent` and
-the admin commands are created here, in :func:`run_service`, and nowhere else:
+Clock, id factory, store, :class:`PubSubService`, the outbox, the deadline timer,
+presence tracking, :class:`QueueComponent` and the admin commands are created
+here, in :func:`run_service`, and nowhere else:
 no module-level singletons, no engine at import time, so tests and the demo
 can build as many independent services as they like.
 
@@ -41,6 +42,7 @@ from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 
 if TYPE_CHECKING:
+    from xmpp_queue.runtime.outbox import Outbox
     from xmpp_queue.storage.lease import PostgresLease
     from xmpp_queue.storage.write_health import WriteHealth
 
@@ -183,6 +185,9 @@ async def _serve_term(
 ) -> int | None:
     """Serve until stopped (its exit status) or until the lease is lost (None)."""
     from xmpp_queue.admin.commands import register_admin_commands
+    from xmpp_queue.runtime.outbox import Outbox
+    from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
+    from xmpp_queue.runtime.scheduler import DeadlineScheduler
     from xmpp_queue.storage.store import StateStore
     from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
     from xmpp_queue.xmpp.requests import canonical_payload_text
@@ -207,6 +212,9 @@ async def _serve_term(
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
+    # Every effect leaves through the outbox; the component is its (XMPP) sink.
+    outbox = Outbox()
+    deadlines = DeadlineScheduler(service, outbox, service.clock)
     try:
         await service.start()
         component = QueueComponent(
@@ -216,19 +224,21 @@ async def _serve_term(
             comp.server_port,
             service,
             max_stanza_size=comp.max_stanza_size,
+            outbox=outbox,
+            workers=PresenceTracker(SubscriberRelease(service, outbox)),
         )
-
-        def send_effects(effects: Any) -> Any:
-            return component.send_outcome(None, effects)
+        outbox.set_default(component)
+        # The timer starts (catching up on time spent down) once notices can be sent.
+        component.add_event_handler("session_start", deadlines.connected)
 
         # Admin commands change state too (purge, unlock ...): their notifications
-        # go out through the component's ordered sender, like every other outcome.
+        # go out through the outbox, like every other outcome.
         register_admin_commands(
             component,
             service,
             settings.admins.jids,
             settings.database.url,
-            send_effects=send_effects,
+            send_effects=outbox.send,
             on_redrive=metrics.redrive_done if metrics is not None else None,
             read_payload=canonical_payload_text,
         )
@@ -240,7 +250,7 @@ async def _serve_term(
                     observed,
                     metrics,
                     component,
-                    send_effects,
+                    outbox,
                     state_store.health,
                 )
             except OSError as exc:
@@ -265,6 +275,7 @@ async def _serve_term(
     finally:
         if keeper is not None:
             keeper.cancel()
+        await deadlines.stop()
         if ops is not None:
             await ops.stop()
         try:
@@ -290,7 +301,7 @@ async def _start_http(
     store: ObservedStore,
     metrics: Any,
     component: Any,
-    send_effects: Callable[[Any], Any],
+    outbox: Outbox,
     writes: WriteHealth,
 ) -> Any:
     """Build and start the operations listener (metrics, probes, dashboard)."""
@@ -307,7 +318,7 @@ async def _start_http(
         ping_database=lambda: store.ping(utc_now()),
         write_failure=lambda: None if writes.ok else writes.error,
     )
-    actions = DashboardActions(service, send_effects, on_redrive=metrics.redrive_done)
+    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done)
     ops = OpsServer(
         http.host,
         http.port,

@@ -38,7 +38,6 @@ async def wired(service: PubSubService, unused_tls: None) -> AsyncIterator[Trans
     register_admin_commands(component, service, frozenset({"admin@example.org"}), DB_URL)
     t.handshake_accepted()
     yield t
-    await component.deadlines.stop()
     t.close()
 
 

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from tests.kit import FakeClock
+from xmpp_queue.runtime.scheduler import DeadlineScheduler
 from xmpp_queue.xmpp.component import QueueComponent
 
 SERVICE = "pubsub.example.org"
@@ -91,6 +92,10 @@ class Stream:
 
     def __init__(self, comp: QueueComponent, transport: FakeTransport, clock: FakeClock) -> None:
         self.comp = comp
+        # The timer is wired as app.py wires it: the component's outbox, started
+        # by the first session.
+        self.deadlines = DeadlineScheduler(comp.service, comp.outbox, clock)
+        comp.add_event_handler("session_start", self.deadlines.connected)
         self.transport = transport
         self.clock = clock
         self.service = comp.service
@@ -114,7 +119,7 @@ class Stream:
         self.take()  # stream header and handshake
 
     async def close(self) -> None:
-        await self.comp.deadlines.stop()
+        await self.deadlines.stop()
         self.comp._run_out_filters.cancel()
         await self.service.stop()
 

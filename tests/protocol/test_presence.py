@@ -17,7 +17,7 @@ from tests.kit.stanzas import (
     submit,
 )
 from xmpp_queue.core.model import Actor
-from xmpp_queue.xmpp.presence import PresenceTracker
+from xmpp_queue.runtime.presence import PresenceTracker
 
 
 async def _alice_holds_job(stream: Stream, alice: str = ALICE) -> str:

@@ -251,16 +251,16 @@ async def test_extend_pushes_the_deadline_and_returns_it(stream: Stream) -> None
 async def test_4_lock_timeout_unlocks_and_hands_on(stream: Stream) -> None:
     await _held_by_alice(stream, pubsub__queue_lock_timeout="30")
     await subscribe_worker(stream, BOB, 1)
-    assert stream.comp.deadlines.armed_for == stream.clock() + timedelta(seconds=30)
+    assert stream.deadlines.armed_for == stream.clock() + timedelta(seconds=30)
     stream.clock.advance(31)
-    await stream.comp.deadlines.sweep()
+    await stream.deadlines.sweep()
     await stream.settle()
     notes = messages(stream.take())
     assert [m.get("to") for m in notes] == [ALICE, BOB]
     assert find(notes[0], "ev:event/ev:items/q:unlock").get("id") == "job1"
     assert find(notes[0], "shim:headers/shim:header[@name='reason']").text == "timeout"
     assert find(notes[1], "ev:event/ev:items/ev:item").get("id") == "job1"
-    assert stream.comp.deadlines.armed_for == stream.clock() + timedelta(seconds=30)
+    assert stream.deadlines.armed_for == stream.clock() + timedelta(seconds=30)
 
 
 async def test_dead_letter_notification_carries_shim_headers(stream: Stream) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,8 @@ from xmpp_queue.core.effects import Effect, UnlockNotice
 from xmpp_queue.core.model import Actor, Affiliation, NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
-from xmpp_queue.xmpp.scheduler import RETRY_AFTER_FAILURE, DeadlineScheduler
+from xmpp_queue.runtime.outbox import Outbox
+from xmpp_queue.runtime.scheduler import RETRY_AFTER_FAILURE, DeadlineScheduler
 
 OWNER = Actor("owner@example.org/desk")
 ALICE = Actor("alice@example.org/a")
@@ -81,11 +83,17 @@ def scheduler(
     svc: PubSubService, clock: FakeClock, sent: list[Effect]
 ) -> tuple[DeadlineScheduler, FakeTimers]:
     timers = FakeTimers()
+    return DeadlineScheduler(svc, Outbox(Recorder(sent)), clock, call_later=timers), timers
 
-    async def send(effects: tuple[Effect, ...]) -> None:
-        sent.extend(effects)
 
-    return DeadlineScheduler(svc, send, clock, call_later=timers), timers
+class Recorder:
+    """A sink of the outbox that keeps what it is given."""
+
+    def __init__(self, sent: list[Effect]) -> None:
+        self.sent = sent
+
+    def deliver(self, effects: Sequence[Effect]) -> None:
+        self.sent.extend(effects)
 
 
 async def test_start_catches_up_then_arms_for_the_next_deadline(
@@ -157,22 +165,37 @@ async def test_deadline_announced_during_a_tick_is_not_lost(
     await sched.stop()
 
 
-async def test_a_failing_tick_retries_later(
+async def test_a_failing_tick_retries_later_settling_every_node(
     service: PubSubService,
     clock: FakeClock,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def broken() -> None:
-        raise RuntimeError("store down")
+    await queue_with_held_item(service, "jobs", 30)
+    real_sweep = service.sweep
+    calls: list[bool] = []
+
+    async def failing_once(every_node: bool = False) -> Any:
+        calls.append(every_node)
+        if len(calls) == 1:
+            raise RuntimeError("store down")
+        return await real_sweep(every_node)
 
     sent: list[Effect] = []
     sched, timers = scheduler(service, clock, sent)
-    monkeypatch.setattr(service, "tick", broken)
+    monkeypatch.setattr(service, "sweep", failing_once)
     with caplog.at_level(logging.ERROR, logger="xmpp_queue"):
         await sched.start()
     assert [t.delay for t in timers.live] == [RETRY_AFTER_FAILURE]
     assert len([r for r in caplog.records if r.exc_info]) == 1
+    # The retry is a catch-up over every node (the failed one may have taken its due
+    # nodes from the indexes); the tick after it is proportional again.
+    [retry] = timers.live
+    retry.fire()
+    assert sched._tick_task is not None
+    await sched._tick_task
+    await sched.sweep()
+    assert calls == [False, True, False]
     await sched.stop()
 
 

@@ -135,7 +135,7 @@ async def test_expired_locks_come_earliest_deadline_first_over_all_nodes(store: 
         assert due[0].locked_by == "s1" and due[0].lock_jid == W1
 
 
-async def test_next_deadline_is_the_earliest_lock_deadline_or_future_retry(store: Store) -> None:
+async def test_next_deadline_is_the_earliest_lock_deadline_or_retry(store: Store) -> None:
     async with store.transaction() as tx:
         assert await tx.items.next_deadline(T0) is None
         await fill(tx, "jobs", 4)
@@ -145,12 +145,34 @@ async def test_next_deadline_is_the_earliest_lock_deadline_or_future_retry(store
         assert await tx.items.lock("jobs", "i2", "s1", W1, T0, at(40))
         assert await tx.items.unlock("jobs", "i2", "s1", at(20))  # delayed retry
         assert await tx.items.next_deadline(T0) == at(20)
-        # A retry time already past needs no timer: next_ready will pick it up.
+        # A retry time already past is overdue until a tick takes its node: the
+        # tick dispatches only the nodes the store names as due.
+        assert await tx.items.next_deadline(at(25)) == at(20)
+        assert await tx.items.due_delayed_nodes(at(25), 10) == ["jobs"]
         assert await tx.items.next_deadline(at(25)) == at(50)
         # A lock deadline already past still does: it is overdue.
         assert await tx.items.next_deadline(at(60)) == at(50)
         found = await tx.items.next_deadline(T0)
     assert found is not None and found.tzinfo == UTC
+
+
+async def test_due_delayed_nodes_names_only_nodes_whose_delay_came(store: Store) -> None:
+    async with store.transaction() as tx:
+        for node in ("a", "b", "c", "idle"):
+            await fill(tx, node, 3)
+        for node, item_id, due in (("a", "i1", 10), ("a", "i2", 30), ("b", "i1", 20)):
+            assert await tx.items.lock(node, item_id, "s1", W1, T0, at(99))
+            assert await tx.items.unlock(node, item_id, "s1", at(due))
+        assert await tx.items.lock("c", "i1", "s1", W1, T0, at(99))  # locked, not delayed
+        assert await tx.items.due_delayed_nodes(at(5), 10) == []
+        assert await tx.items.due_delayed_nodes(at(25), 10) == ["a", "b"]
+        # taken: not named again until a's next delayed item comes due
+        assert await tx.items.due_delayed_nodes(at(25), 10) == []
+        assert await tx.items.next_deadline(at(25)) == at(30)
+        # what came due is ready now (a's i2 is still held back)
+        assert [i.item_id for i in await tx.items.next_ready("a", at(25), 10)] == ["i1", "i3"]
+        assert await tx.items.due_delayed_nodes(at(30), 1) == ["a"]
+        assert await tx.items.next_deadline(at(30)) == at(99)
 
 
 async def test_queue_stats(store: Store) -> None:

@@ -20,7 +20,7 @@ provider and has a few gaps for a service that must not be steered by strangers.
 - **Default action.** Replies get the ``execute`` attribute on ``<actions/>``
   (§3.4: without it a final stage offering only ``complete`` is invalid).
 - **Notifications.** Effects of the service calls a request made are sent after
-  its reply, through the component's ``send_effects``.
+  its reply, through the outbox (``runtime/outbox.py``).
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def register_admin_commands(
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
     The component must have the ``xep_0030``, ``xep_0004`` and ``xep_0050`` plugins
-    registered. Notifications go through *send_effects* if given, else the
-    component's ``send_effects(effects)`` or ``send_outcome(None, effects)``.
+    registered. Notifications go through *send_effects* if given (the outbox's
+    ``send``), else the component's outbox.
     *database_url* is shown by "Service status" with its password masked.
     *on_redrive* is told (queue node, items moved) after each redrive (metrics).
     *read_payload* checks and canonicalises the payload "Publish an item" is given.
@@ -292,11 +292,15 @@ class AdminCommandSet:
 
 
 def _component_sender(component: ComponentXMPP) -> EffectSender:
-    """The component's own ordered sender: ``send_effects(effects)``, or the glue's
-    ``send_outcome(reply, effects)`` with no reply (ours went out already)."""
+    """The component's outbox, else its own ordered sender: ``send_effects(effects)``,
+    or the glue's ``send_outcome(reply, effects)`` with no reply (ours went out)."""
+    outbox = getattr(component, "outbox", None)
+    if outbox is not None:
+        sender: EffectSender = outbox.send
+        return sender
     send_effects = getattr(component, "send_effects", None)
     if callable(send_effects):
-        sender: EffectSender = send_effects
+        sender = send_effects
         return sender
     send_outcome = getattr(component, "send_outcome", None)
     if callable(send_outcome):

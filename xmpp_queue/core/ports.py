@@ -225,9 +225,15 @@ class ItemRepository(Protocol):
     async def expired_locks(self, now: datetime, limit: int) -> list[Item]:
         """Locked items whose deadline is <= now, earliest first, over all nodes."""
 
+    async def due_delayed_nodes(self, now: datetime, limit: int) -> list[str]:
+        """Up to *limit* nodes whose delayed items (retry back-off, a later start)
+        came due by *now*, earliest first; those items are ready from now on, so the
+        caller dispatches these nodes. Nodes with nothing due are never looked at."""
+
     async def next_deadline(self, now: datetime) -> datetime | None:
-        """The earliest future moment a timer must fire: a lock deadline, or the
-        ``available_at`` of a delayed unlocked item that is still in the future."""
+        """The earliest moment a timer must fire: a lock deadline, a waiting item's
+        expiry, or the time a node's delayed items come due. It may be past (overdue:
+        a tick is due at once) until a tick has taken what came due."""
 
     async def queue_stats(self, node_id: str) -> QueueStats: ...
 

@@ -48,3 +48,12 @@ class ServiceStatus:
     items: int
     subscriptions: int
     locks: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one timer tick did: locks expired, and the nodes it settled (those with
+    something due; every node only in a catch-up after a failed tick)."""
+
+    expired_locks: int
+    nodes: tuple[str, ...]

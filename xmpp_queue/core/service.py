@@ -82,13 +82,14 @@ from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.failures import MAX_REASON
-from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus
+from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus, TickReport
 from xmpp_queue.core.service_admin import AdminLevers
 from xmpp_queue.core.topics import Topics, check_item
 
 __all__ = ["PubSubService", "ServiceSettings"]
 
 FormValues = Mapping[str, Sequence[str]]
+TICK_BATCH = 500  # delayed nodes a tick takes; more come due: the next tick at once
 MAX_DELAY = 7 * 86400  # seconds a delayed unlock may hold an item back, as long as an extend
 log = logging.getLogger("xmpp_queue.service")
 
@@ -756,16 +757,31 @@ class PubSubService:
     async def tick(self) -> Outcome[int]:
         """Expire due locks (unlock notice, redispatch or dead-letter), expire
         waiting items past their time, and dispatch items whose delay has passed.
-        Returns how many locks expired."""
+        Returns how many locks expired (``sweep`` says which nodes it settled)."""
+        outcome = await self.sweep()
+        return Outcome(outcome.value.expired_locks, outcome.effects)
 
-        async def op(w: Work) -> int:
+    async def sweep(self, every_node: bool = False) -> Outcome[TickReport]:
+        """The timer's tick: settle only the nodes where something came due.
+
+        A node is touched when one of its lock deadlines passed, a waiting item of
+        it expired, or its delayed items (retry back-off, a later start) came due;
+        the store's time indexes name them, so an idle node costs nothing per tick.
+        *every_node* settles every node as well: the catch-up after a tick that
+        failed (its due nodes may have been taken from the indexes, then undone).
+        """
+
+        async def op(w: Work) -> TickReport:
             engine = self._types.queue.engine
             expired = await engine.expire_due(w, w.tx.nodes.get)
             await engine.expire_waiting_due(w, w.tx.nodes.get)
-            for n in await w.tx.nodes.all():
-                w.touched[n.node_id] = None
+            for node_id in await w.tx.items.due_delayed_nodes(w.now, TICK_BATCH):
+                w.touched[node_id] = None
+            if every_node:
+                for n in await w.tx.nodes.all():
+                    w.touched[n.node_id] = None
             w.deadlines_changed = True
-            return expired
+            return TickReport(expired, tuple(w.touched))
 
         return await self._ctx.run(op)
 

@@ -486,6 +486,11 @@ class ItemsRepo:
             return []
         return self._s.expired_waiting(now, limit)
 
+    async def due_delayed_nodes(self, now: datetime, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        return self._s.due_delayed_nodes(now, limit)
+
     async def finished_since(self, node_id: str, item_id: str, since: datetime) -> bool:
         ns = self._s.nodes.get(node_id)
         if ns is None:
@@ -497,7 +502,7 @@ class ItemsRepo:
     async def next_deadline(self, now: datetime) -> datetime | None:
         moments = [
             self._s.next_lock_deadline(),
-            self._s.next_retry(now),
+            self._s.next_retry(),
             self._s.next_item_expiry(),
         ]
         return min((m for m in moments if m is not None), default=None)

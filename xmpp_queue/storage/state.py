@@ -10,7 +10,10 @@ the queue asks for on every operation, so that no read needs the database:
   a scan), and the ``RoomIndex`` dispatch asks who gets the next item;
 - store-wide, the subscriptions by JID (``subscribers.py``);
 - store-wide, one heap of lock deadlines (``expired_locks``/``next_deadline``
-  without a scan) and the running seq and subscription-id counters.
+  without a scan), one heap of waiting items' expiry times, one heap of each
+  delayed node's earliest ``available_at`` (``due_delayed_nodes``: the timer
+  finds the nodes whose delayed items came due without looking at the others),
+  and the running seq and subscription-id counters.
 
 Heaps use lazy deletion: an entry is checked against the item it names when it
 reaches the top, and a heap that grew to twice its live size is rebuilt. So a
@@ -156,6 +159,9 @@ class QueueIndex:
     # (available_at, seq, item_id) of unlocked items held back by a retry delay
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     delayed_live: int = 0
+    # The time this node is filed under in MemoryState.delayed_heap (None: not filed);
+    # never later than the earliest live entry of ``delayed``.
+    delayed_due: datetime | None = None
     locked: dict[str, None] = field(default_factory=dict)  # item ids, an ordered set
     loads: dict[str, int] = field(default_factory=dict)  # subid -> locked items
     held: dict[str, dict[str, None]] = field(default_factory=dict)  # subid -> its item ids
@@ -237,6 +243,7 @@ class NodeState:
 
 LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
 ExpiryEntry = tuple[datetime, int, str, str]  # (expires_at, seq, node_id, item_id)
+DelayedEntry = tuple[datetime, str]  # (a node's earliest available_at, node_id)
 
 
 class MemoryState:
@@ -249,7 +256,10 @@ class MemoryState:
         # Waiting items with an expiry time (locked ones are not due: a worker has them).
         self.expiry_heap: list[ExpiryEntry] = []
         self.expiring_total = 0
-        self.delayed_nodes: set[str] = set()
+        # Nodes with delayed items, by their earliest available_at: an entry is live
+        # while the node is still filed under that time (QueueIndex.delayed_due).
+        self.delayed_heap: list[DelayedEntry] = []
+        self.delayed_filed = 0  # nodes filed (live entries)
         self.next_seq = 1
         self.next_sub_id = 1
         # Who holds which subscription, and who gets the next item (subscribers.py).
@@ -363,7 +373,8 @@ class MemoryState:
         else:
             heapq.heappush(q.delayed, (item.available_at, item.seq, item.item_id))
             q.delayed_live += 1
-            self.delayed_nodes.add(ns.node.node_id)
+            if q.delayed_due is None or item.available_at < q.delayed_due:
+                self._file_delayed(ns, item.available_at)
             if len(q.delayed) > 2 * q.delayed_live + HEAP_SLACK:
                 self._rebuild_delayed(ns)
 
@@ -407,6 +418,7 @@ class MemoryState:
         self.expiring_total -= sum(
             1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
         )
+        self.delayed_filed -= ns.queue.delayed_due is not None
         ns.items = {}
         ns.queue = QueueIndex()
         ns.ordered = True
@@ -420,6 +432,7 @@ class MemoryState:
             self.expiring_total -= sum(
                 1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
             )
+            self.delayed_filed -= ns.queue.delayed_due is not None
         return ns
 
     def recount(self) -> None:
@@ -429,12 +442,14 @@ class MemoryState:
             self.note_binding(ns.node)
         self.expiring_total = 0
         self.expiry_heap = []
+        self.delayed_heap, self.delayed_filed = [], 0
         for ns in self.nodes.values():
             for item in ns.items.values():
                 if item.expires_at is not None and item.locked_by is None:
                     self.push_expiry(item)
+            ns.queue.delayed_due = None  # the heap was emptied: file every node anew
             if ns.queue.delayed:
-                self.delayed_nodes.add(ns.node.node_id)
+                self._refile_delayed(ns)
             for item_id in ns.queue.locked:
                 self.push_deadline(ns.items[item_id])
 
@@ -525,26 +540,60 @@ class MemoryState:
             if self._delayed_entry_live(ns, entry):
                 q.delayed_live -= 1
                 q.ready.add(entry[1], entry[2], ns.items[entry[2]].priority)
-        if not heap:
-            self.delayed_nodes.discard(ns.node.node_id)
+        self._refile_delayed(ns)
 
-    def next_retry(self, now: datetime) -> datetime | None:
-        """The earliest ``available_at`` still in the future, over all nodes."""
-        best: datetime | None = None
-        for node_id in list(self.delayed_nodes):
-            ns = self.nodes.get(node_id)
+    def _file_delayed(self, ns: NodeState, at: datetime | None) -> None:
+        """File *ns* under *at* in the store-wide heap (None: take it out)."""
+        q = ns.queue
+        if q.delayed_due == at:
+            return
+        self.delayed_filed += (at is not None) - (q.delayed_due is not None)
+        q.delayed_due = at
+        if at is None:
+            return
+        heap = self.delayed_heap
+        heapq.heappush(heap, (at, ns.node.node_id))
+        if len(heap) > 2 * self.delayed_filed + HEAP_SLACK:
+            self.delayed_heap = sorted({e for e in heap if self._delayed_node(e) is not None})
+            self.delayed_filed = len(self.delayed_heap)
+
+    def _refile_delayed(self, ns: NodeState) -> None:
+        """File *ns* under its earliest live delayed entry (dropping stale heads)."""
+        heap = ns.queue.delayed
+        while heap and not self._delayed_entry_live(ns, heap[0]):
+            heapq.heappop(heap)
+        self._file_delayed(ns, heap[0][0] if heap else None)
+
+    def _delayed_node(self, entry: DelayedEntry) -> NodeState | None:
+        """The node a delayed-heap entry names, if it is still filed under that time."""
+        ns = self.nodes.get(entry[1])
+        if ns is None or ns.queue.delayed_due != entry[0]:
+            return None
+        return ns
+
+    def due_delayed_nodes(self, now: datetime, limit: int) -> list[str]:
+        """Up to *limit* nodes whose earliest delayed item came due by *now*,
+        earliest first. Their due items move to the ready index and each node is
+        filed again under its next delayed time: the caller dispatches them.
+        Costs O(log n) per node returned; nodes with nothing due are not looked at."""
+        heap = self.delayed_heap
+        found: list[str] = []
+        while heap and len(found) < limit and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            ns = self._delayed_node(entry)
             if ns is None:
-                self.delayed_nodes.discard(node_id)
                 continue
+            self._file_delayed(ns, None)  # its entry is gone; promote files it again
             self.promote_due(ns, now)
-            heap = ns.queue.delayed
-            while heap and not self._delayed_entry_live(ns, heap[0]):
-                heapq.heappop(heap)
-            if not heap:
-                self.delayed_nodes.discard(node_id)
-            elif best is None or heap[0][0] < best:
-                best = heap[0][0]
-        return best
+            found.append(entry[1])
+        return found
+
+    def next_retry(self) -> datetime | None:
+        """The earliest time a node is filed under (may be past: a tick is due)."""
+        heap = self.delayed_heap
+        while heap and self._delayed_node(heap[0]) is None:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     # --- reads -------------------------------------------------------------------------
 

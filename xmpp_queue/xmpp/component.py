@@ -1,9 +1,12 @@
 """QueueComponent: the XEP-0114 component that serves pubsub and queues.
 
-It owns the wiring only: slixmpp plugins (disco, forms, pubsub stanzas, RSM,
-SHIM, ad-hoc commands for the admin helper), the request table
-(``handlers.RequestRouter``), disco from the core, worker presence, the deadline
-timer, and the connection lifecycle:
+It is one sink of the outbox plus a source of requests (docs/architecture.md):
+it owns the slixmpp plugins (disco, forms, pubsub stanzas, RSM, SHIM, ad-hoc
+commands for the admin helper), the request table (``handlers.RequestRouter``),
+disco from the core, what it sees of workers (directed presence and bounced
+notifications, reported to the presence tracker of ``runtime``), the delivery of
+the effects the outbox routes to it (:meth:`deliver`), and the connection
+lifecycle. The deadline timer is not here (``runtime/scheduler.py``):
 
 - ``run()`` connects and keeps the component connected: a dropped connection
   (server restart) is retried at once, then with jittered back-off from 0.25 s
@@ -15,9 +18,10 @@ timer, and the connection lifecycle:
 - ``stop()`` closes the stream and makes ``run()`` return.
 
 Every outgoing answer goes through :meth:`send_outcome`: the reply first, then
-the notifications in order (docs/architecture.md: commit first, then send effects; the core
-hands effects out only after commit). Writes are coalesced per event-loop tick
-(``transport.CoalescingTransport``).
+the notifications, in order, through the outbox, which hands those for XMPP
+subscribers back to :meth:`deliver` in the same call (docs/architecture.md: commit
+first, then send effects; the core hands effects out only after commit). Writes are
+coalesced per event-loop tick (``transport.CoalescingTransport``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import enum
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from slixmpp import JID, Iq, Message, Presence
@@ -41,13 +44,13 @@ from xmpp_queue.core.effects import Effect, ItemNotice, Outcome
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.core.service_access import ServiceAccessDenied
+from xmpp_queue.runtime.outbox import Outbox
+from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
 from xmpp_queue.slixmpp_seam import SeamComponent, install_handshake_redaction
 from xmpp_queue.xmpp import render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.handlers import RequestRouter
-from xmpp_queue.xmpp.presence import PresenceTracker
 from xmpp_queue.xmpp.requests import MAX_DEPTH
-from xmpp_queue.xmpp.scheduler import DeadlineScheduler
 from xmpp_queue.xmpp.transport import CoalescingTransport
 
 log = logging.getLogger("xmpp_queue.xmpp.component")
@@ -137,14 +140,6 @@ def _stanza_error(stanza: StanzaBase) -> tuple[str, str]:
     return "", ""
 
 
-@dataclass(slots=True)
-class _Pending:
-    """An outcome on its way out: the reply, then the notices."""
-
-    reply: StanzaBase | str | None
-    effects: tuple[Effect, ...]
-
-
 class _SessionEnd(enum.Enum):
     STOPPED = "stopped"
     LOST = "lost"  # was connected, connection dropped
@@ -166,11 +161,17 @@ class QueueComponent(SeamComponent):
         *,
         name: str = "xmpp-queue",
         max_stanza_size: int = DEFAULT_MAX_STANZA_SIZE,
+        outbox: Outbox | None = None,
+        workers: PresenceTracker | None = None,
     ) -> None:
+        """*outbox* and *workers* come from the composition root (``app``), which
+        makes this component the outbox's default sink; a component built without
+        them (tests) gets an outbox of its own, with itself as the sink."""
         super().__init__(jid, secret, server_host, server_port)
         self.max_stanza_size = max_stanza_size  # nothing larger is written (wire_size)
         self.enable_direct_tls = False  # XEP-0114 is a plain TCP stream
         self.service = service
+        self.outbox = outbox if outbox is not None else Outbox(default=self)
         self.remove_stanza(Iq)
         self.register_stanza(ServiceIq)
         for plugin in PLUGINS:
@@ -187,8 +188,9 @@ class QueueComponent(SeamComponent):
         self._request_tasks: set[asyncio.Task[None]] = set()
         self.disco_provider = DiscoProvider(self, service, name)
         self.disco_provider.register()
-        self.workers = PresenceTracker(self._release)
-        self.deadlines = DeadlineScheduler(service, self._send_effects, service.clock)
+        if workers is None:
+            workers = PresenceTracker(SubscriberRelease(service, self.outbox))
+        self.workers = workers
 
         ns = self.default_ns
         for label, path in (("pubsub", "iq/pubsub"), ("pubsub owner", "iq/pubsub_owner")):
@@ -210,7 +212,6 @@ class QueueComponent(SeamComponent):
         self._stop_requested: asyncio.Event | None = None
         self._connected = False
         self._stream_error: str | None = None
-        self._deadlines_started = False
 
     def take_raw(self, xml: Any) -> bool:
         """Pubsub IQs (the per-item traffic) go straight to the request router.
@@ -303,12 +304,12 @@ class QueueComponent(SeamComponent):
         return await self._session_end
 
     async def stop(self) -> None:
-        """Stop the timer, close the stream, and let :meth:`run` return.
+        """Close the stream, and let :meth:`run` return.
 
-        The service is not stopped here: whoever built it (``app``) stops it."""
+        The service and the timer are not stopped here: whoever built them (``app``)
+        stops them."""
         if self._stop_requested is not None:
             self._stop_requested.set()
-        await self.deadlines.stop()
         self.cancel_connection_attempt()
         if self.transport is not None:
             await self.disconnect(wait=2.0, reason="stopping")
@@ -334,9 +335,6 @@ class QueueComponent(SeamComponent):
             self.server_host,
             self.server_port,
         )
-        if not self._deadlines_started:
-            self._deadlines_started = True
-            await self.deadlines.start()
 
     def _on_stream_error(self, error: Any) -> None:
         self._stream_error = error["condition"] or "undefined-condition"
@@ -378,34 +376,40 @@ class QueueComponent(SeamComponent):
     async def send_outcome(
         self, reply: StanzaBase | str | None, effects: Outcome[Any] | Sequence[Effect] = ()
     ) -> None:
-        """Send *reply* (if any), then one message per effect, in order.
+        """Send *reply* (if any), then hand the effects to the outbox, in order.
 
         Synchronous on purpose: outcomes leave in the order they reach this method
-        (the order the core committed them), and a burst written within one loop
-        tick leaves as one socket write (``transport``). The message type
-        (the node's ``pubsub#notification_type``) is carried by the effect.
-        A failure to render is logged; it cannot undo a committed change.
+        (the order the core committed them), the outbox hands this component its
+        effects within the same call (:meth:`deliver`), and a burst written within
+        one loop tick leaves as one socket write (``transport``).
         """
         if isinstance(effects, Outcome):
             effects = effects.effects
-        effects = tuple(effects)
-        self._send_now(_Pending(reply, effects))
+        if reply is not None:
+            try:
+                if isinstance(reply, str):
+                    self._send_text(reply)  # the per-item answers come as text
+                else:
+                    reply.send()
+            except Exception:
+                log.exception("event=send_failed what=reply")
+        if effects:
+            self.outbox.send(effects)
 
-    def _send_now(self, pending: _Pending) -> None:
+    def deliver(self, effects: Sequence[Effect]) -> None:
+        """The outbox's XMPP sink: one message per effect, in order. The message
+        type (the node's ``pubsub#notification_type``) is carried by the effect. A
+        failure to render is logged; it cannot undo a committed change."""
         try:
-            if isinstance(pending.reply, str):
-                self._send_text(pending.reply)  # the per-item answers come as text
-            elif pending.reply is not None:
-                pending.reply.send()
             sender = self.boundjid.full
-            for effect in pending.effects:
+            for effect in effects:
                 if isinstance(effect, ItemNotice):
                     for part in wire_size.split_item_notice(effect, sender, self.max_stanza_size):
                         self._send_effect(part, sender)
                 else:
                     self._send_effect(effect, sender)
         except Exception:
-            log.exception("event=send_failed effects=%d", len(pending.effects))
+            log.exception("event=send_failed effects=%d", len(effects))
 
     def _send_effect(self, effect: Effect, sender: str) -> None:
         """One notice as text, under the stanza limit: a one-item notice still too
@@ -451,18 +455,7 @@ class QueueComponent(SeamComponent):
         else:
             self.send(text)
 
-    async def _send_effects(self, effects: tuple[Effect, ...]) -> None:
-        await self.send_outcome(None, effects)
-
     # --- workers coming and going -------------------------------------------------------
-
-    async def _release(self, jid: str, reason: str) -> None:
-        try:
-            outcome = await self.service.release_subscriber(jid, reason)
-        except Exception:
-            log.exception("event=release_failed jid=%s reason=%s", jid, reason)
-            return
-        await self.send_outcome(None, outcome.effects)
 
     async def _on_presence(self, pres: Presence) -> None:
         kind = pres.xml.get("type")

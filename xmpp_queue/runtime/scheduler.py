@@ -3,9 +3,16 @@
 Deadlines (lock expiry, retry delay) are stored data, so they survive restarts;
 this keeps exactly one ``TimerHandle`` armed for the earliest of them. The
 service tells it when that moment may have moved (``on_deadline_change``, after
-each committed batch that touched locks); on fire it runs ``service.tick()``,
-sends the resulting notices and re-arms. At start one tick catches up on time
-spent down (Prefect's repossessor sweep, with time passed in).
+each committed batch that touched locks); on fire it runs ``service.sweep()``,
+sends the resulting notices through the outbox and re-arms. At start one tick
+catches up on time spent down (Prefect's repossessor sweep, with time passed in).
+A tick settles only the nodes where something came due (the store's time
+indexes name them); the tick after a failed one settles every node, since the
+failed one may have taken its due nodes from the indexes and then been undone.
+
+It lives outside the XMPP package: it needs the service, a clock and the outbox,
+and starts when the service can first reach its subscribers (``connected``, which
+the composition root hooks to the component's first session).
 
 Time comes from the injected clock and the timer from an injected ``call_later``,
 so tests move a fake clock and fire the timer by hand, without sleeping. A far
@@ -17,15 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.ports import Clock
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.runtime.outbox import Outbox
 
-log = logging.getLogger("xmpp_queue.xmpp.scheduler")
+log = logging.getLogger("xmpp_queue.runtime.scheduler")
 
 MAX_SLEEP = 3600.0
 RETRY_AFTER_FAILURE = 5.0
@@ -36,19 +43,18 @@ class TimerHandle(Protocol):
 
 
 CallLater = Callable[[float, Callable[[], None]], TimerHandle]
-SendEffects = Callable[[tuple[Effect, ...]], Awaitable[None]]
 
 
 class DeadlineScheduler:
     def __init__(
         self,
         service: PubSubService,
-        send_effects: SendEffects,
+        outbox: Outbox,
         clock: Clock,
         call_later: CallLater | None = None,
     ) -> None:
         self._service = service
-        self._send_effects = send_effects
+        self._outbox = outbox
         self._clock = clock
         self._call_later = call_later
         self._timer: TimerHandle | None = None
@@ -57,6 +63,8 @@ class DeadlineScheduler:
         self._ticking = False
         self._noted: list[datetime] = []  # deadlines announced while a tick ran
         self._running = False
+        self._every_node = False  # after a failed tick: settle every node once
+        self._started = False
         service.on_deadline_change(self.deadline_changed)
 
     @property
@@ -66,8 +74,14 @@ class DeadlineScheduler:
 
     async def start(self) -> None:
         """Catch up (one tick), then arm for the next deadline."""
-        self._running = True
+        self._started = self._running = True
         await self._tick()
+
+    async def connected(self, _event: Any = None) -> None:
+        """Start on the first call (the first session: notices can be sent); later
+        reconnects change nothing, the timer kept running meanwhile."""
+        if not self._started:
+            await self.start()
 
     async def sweep(self) -> None:
         """Run a tick now (tests, and an admin's "sweep now"); re-arms like a timer tick."""
@@ -124,18 +138,19 @@ class DeadlineScheduler:
         """Expire and redispatch what is due, send the notices, re-arm."""
         self._ticking, self._noted = True, []
         try:
-            outcome = await self._service.tick()
-            if outcome.value:
-                log.info("event=locks_expired count=%d", outcome.value)
-            await self._send_effects(outcome.effects)
+            outcome = await self._service.sweep(every_node=self._every_node)
+            report = outcome.value
+            if report.expired_locks:
+                log.info("event=locks_expired count=%d", report.expired_locks)
+            self._outbox.send(outcome.effects)
             fresh = await self._service.next_deadline()
         except Exception:
             log.exception("event=tick_failed action=retry_later")
             # Try again later rather than spinning on a failing store.
-            self._ticking = False
+            self._ticking, self._every_node = False, True
             self._arm_in(RETRY_AFTER_FAILURE)
             return
-        self._ticking = False
+        self._ticking, self._every_node = False, False
         candidates = [d for d in (fresh, *self._noted) if d is not None]
         self._arm(min(candidates) if candidates else None)
 

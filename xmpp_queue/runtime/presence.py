@@ -19,6 +19,10 @@ when another resource leaves.
 
 No roster is needed: the component answers a directed presence with its own
 (so a worker sees the service is up), once per resource.
+
+Outside the XMPP package: the component reports what it saw (``available``,
+``gone``); the rule and the release (:class:`SubscriberRelease`: a service call,
+its notices through the outbox) know no stanza.
 """
 
 from __future__ import annotations
@@ -27,11 +31,30 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from xmpp_queue.core.model import bare
+from xmpp_queue.core.service import PubSubService
+from xmpp_queue.runtime.outbox import Outbox
 
-log = logging.getLogger("xmpp_queue.xmpp.presence")
+log = logging.getLogger("xmpp_queue.runtime.presence")
 
 ReleaseSubscriber = Callable[[str, str], Awaitable[None]]
 """Release everything a JID holds: (jid, reason) -> sends the resulting notices."""
+
+
+class SubscriberRelease:
+    """XEP-0254 §4 for a JID that went away: the service releases what it holds,
+    the notices (items handed on to others) leave through the outbox."""
+
+    def __init__(self, service: PubSubService, outbox: Outbox) -> None:
+        self._service = service
+        self._outbox = outbox
+
+    async def __call__(self, jid: str, reason: str) -> None:
+        try:
+            outcome = await self._service.release_subscriber(jid, reason)
+        except Exception:
+            log.exception("event=release_failed jid=%s reason=%s", jid, reason)
+            return
+        self._outbox.send(outcome.effects)
 
 
 class PresenceTracker:
