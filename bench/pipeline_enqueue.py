@@ -15,6 +15,12 @@ Prints the rates and their ratio to the first (issue 6 asks the pipeline to reac
 (Spark start-up included) and from the component's ledger (first to last publish).
 
     python bench/pipeline_enqueue.py --rows 100000 --publish-batch 1,16
+
+``--publish-rate 1000`` runs the service with its default per-JID rate (the
+loader is throttled), ``--rate-exempt`` lists the loader in ``[limits]
+rate_exempt``; ``--master spark://host:7077`` runs the job on a standalone
+cluster (the executors import this checkout through PYTHONPATH);
+``--ordering-key`` sends the ``order_id % 100`` column as the ordering key.
 """
 
 from __future__ import annotations
@@ -34,13 +40,22 @@ from pathlib import Path
 from xmpp_queue.client import Publisher
 from xmpp_queue.servers.prosody import PrivateProsody
 
+ROOT = Path(__file__).resolve().parents[1]
 SERVICE = "queue.localhost"
 SECRET = "bench-secret"
 PASSWORD = "pass"
 
 
-def write_config(work: Path, prosody: PrivateProsody, db: Path) -> Path:
+def write_config(
+    work: Path,
+    prosody: PrivateProsody,
+    db: Path,
+    rate: int = 0,
+    exempt: bool = False,
+    master: str = "local[*]",
+) -> Path:
     config = work / "config.toml"
+    exempt_line = 'rate_exempt = ["loader@localhost"]' if exempt else ""
     config.write_text(
         f"""[component]
 jid = "{SERVICE}"
@@ -58,10 +73,11 @@ jids = ["admin@localhost"]
 level = "WARNING"
 
 [limits]
-publish_rate = 0  # what the service can take, not the default 1,000 items/s per JID
+publish_rate = {rate}  # 0: what the service can take, not 1,000 items/s per JID
+{exempt_line}
 
 [pipeline]
-master = "local[*]"
+master = "{master}"
 publisher_jid = "loader@localhost"
 publisher_password = "{PASSWORD}"
 service_jid = "{SERVICE}"
@@ -77,9 +93,9 @@ allow_plain = true
 def write_rows(path: Path, rows: int) -> None:
     with path.open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(["order_id", "amount", "note"])
+        writer.writerow(["order_id", "amount", "note", "customer"])
         for i in range(rows):
-            writer.writerow([f"order-{i}", f"{i % 997}.5", "bench row"])
+            writer.writerow([f"order-{i}", f"{i % 997}.5", "bench row", f"c{i % 100}"])
 
 
 async def direct_publish(prosody: PrivateProsody, node: str, items: int) -> float:
@@ -137,6 +153,10 @@ def main() -> int:
     parser.add_argument(
         "--publish-batch", default="16", help="rows per publish request, e.g. 1,16 (one job each)"
     )
+    parser.add_argument("--master", default="local[*]", help="Spark master URL")
+    parser.add_argument("--publish-rate", type=int, default=0, help="[limits] publish_rate")
+    parser.add_argument("--rate-exempt", action="store_true", help="loader in rate_exempt")
+    parser.add_argument("--ordering-key", action="store_true", help="customer as ordering key")
     args = parser.parse_args()
 
     with (
@@ -145,14 +165,14 @@ def main() -> int:
     ):
         work = Path(tmp)
         db = work / "queue.sqlite"
-        config = write_config(work, prosody, db)
+        config = write_config(work, prosody, db, args.publish_rate, args.rate_exempt, args.master)
         run = [sys.executable, "-m", "xmpp_queue"]
         subprocess.run([*run, "migrate", "-c", str(config)], check=True, capture_output=True)
         component = subprocess.Popen(
             [*run, "run", "-c", str(config)], stderr=(work / "component.log").open("w")
         )
         try:
-            time.sleep(2.0)  # the component connects; a failed create below says if not
+            time.sleep(5.0)  # the component connects; a failed create below says if not
             direct = asyncio.run(direct_publish(prosody, "direct", args.direct_items))
             print(
                 f"direct Publisher (window 32): {direct:,.0f} items/s ({args.direct_items:,} items)"
@@ -187,6 +207,11 @@ def enqueue(
         [
             *run,
             "pipeline",
+            *(
+                []
+                if args.master.startswith("local")
+                else ["--spark-conf", f"spark.executorEnv.PYTHONPATH={ROOT}"]
+            ),
             "enqueue",
             "-c",
             str(config),
@@ -200,6 +225,7 @@ def enqueue(
             str(args.connections),
             "--publish-batch",
             str(batch),
+            *(["--ordering-key-column", "customer"] if args.ordering_key else []),
         ],
         capture_output=True,
         text=True,

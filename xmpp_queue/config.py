@@ -183,6 +183,7 @@ class LimitsSettings:
     max_queue_items: int = _LIMITS.max_queue_items
     publish_rate: int = int(_LIMITS.publish_rate)
     publish_burst: int = _LIMITS.publish_burst
+    rate_exempt: frozenset[str] = frozenset()
 
     def limits(self) -> Limits:
         return Limits(
@@ -190,6 +191,7 @@ class LimitsSettings:
             self.max_queue_items,
             float(self.publish_rate),
             self.publish_burst,
+            self.rate_exempt,
         )
 
 
@@ -478,6 +480,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_queue_items": _integer(0, 1_000_000_000, "0 = no limit"),
         "publish_rate": _integer(0, 1_000_000, "items/s per JID, 0 = no limit"),
         "publish_burst": _integer(1, 10_000_000, "items"),
+        "rate_exempt": _admin_jids,
     },
     "logging": {"level": _log_level, "file": _log_file, "format": _log_format},
     "http": {

@@ -187,9 +187,7 @@ class Demo:
         self.publisher: Publisher | None = None
         self.workers: dict[str, Worker] = {}
         self.states: dict[str, str] = {}
-        self.published = 0
-        self.started_at = 0.0
-        self.elapsed = 0.0
+        self.published, self.started_at, self.elapsed = 0, 0.0, 0.0
 
     @property
     def db_path(self) -> Path:
@@ -595,7 +593,8 @@ class Demo:
         for what, value in rows:
             table.add_row(what, str(value))
         self.console.print(table)
-        self.console.print(_workers_table(self))
+        if not self.live:  # the live display leaves its own worker table on screen
+            self.console.print(_workers_table(self))
         verdict = "adds up" if s["adds_up"] else "DOES NOT add up"
         self.say(
             f"published {s['published']} = acked {s['acked']} + dead-lettered "
@@ -681,11 +680,8 @@ def _workers_table(demo: Demo) -> Table:
     for column in ("worker", "ms/item", "at a time", "received", "acked", "unlocked", "lost"):
         table.add_column(column, justify="left" if column == "worker" else "right")
     table.add_column("state")
-    for plan in PLANS:
-        worker = demo.workers.get(plan.name)
-        if worker is None:
-            continue
-        st = worker.stats
+    for plan in (p for p in PLANS if p.name in demo.workers):
+        st = demo.workers[plan.name].stats
         table.add_row(
             plan.name,
             f"{plan.seconds_per_item * 1000:.0f}",
@@ -721,7 +717,9 @@ class LiveDisplay:
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None:  # Ctrl-C: the last counts read are not a result ("published 0")
+            self.progress.update(self.task, detail="interrupted")
         self.live.update(self._render())
         self.live.__exit__(None, None, None)
 

@@ -76,3 +76,46 @@ def test_a_second_demo_in_the_same_directory_is_refused_before_touching_it(
     assert not (tmp_path / "demo.sqlite").exists()
     assert second._lock_fd is not None
     os.close(second._lock_fd)
+
+
+def _demo(tmp_path: Path, live: bool) -> tuple[demo.Demo, object]:
+    import argparse
+
+    from rich.console import Console
+
+    console = Console(record=True, width=120, force_terminal=live)
+    args = argparse.Namespace(items=10, dir=tmp_path, serve=False, timeout=None)
+    return demo.Demo(args, console, live), console
+
+
+SUMMARY = {
+    "published": 10,
+    "acked": 9,
+    "redelivered": 1,
+    "unlocked": 1,
+    "expired": 0,
+    "dead_lettered": 1,
+    "seconds": 1.0,
+    "items_per_second": 10.0,
+    "adds_up": True,
+}
+
+
+@pytest.mark.parametrize(("live", "tables"), [(True, 0), (False, 1)])
+def test_the_summary_prints_the_worker_table_once(tmp_path: Path, live: bool, tables: int) -> None:
+    """Issue 24: the live display leaves its worker table on screen, and the summary
+    printed it a second time."""
+    run, console = _demo(tmp_path, live)
+    run._print_summary(SUMMARY)
+    assert console.export_text().count("workers") == tables  # type: ignore[attr-defined]
+
+
+def test_ctrl_c_leaves_interrupted_not_stale_counts_on_the_live_display(tmp_path: Path) -> None:
+    run, console = _demo(tmp_path, live=True)
+    display = demo.LiveDisplay(run)
+    with pytest.raises(KeyboardInterrupt), display:
+        display.update(0, {})
+        raise KeyboardInterrupt
+    frames = [line for line in console.export_text().splitlines() if "done" in line]  # type: ignore[attr-defined]
+    assert frames[-1].rstrip().endswith("interrupted"), frames
+    assert "published 0" not in frames[-1]

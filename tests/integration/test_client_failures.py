@@ -86,3 +86,44 @@ async def test_a_plain_login_to_a_server_requiring_tls_fails_at_once(
     assert time.monotonic() - started < QUICK, "no 30 s hang"
     assert "requires TLS" in str(caught.value)
     assert "without --plain" in str(caught.value)
+
+
+async def test_tls_to_a_plain_text_port_names_tls_not_a_server_that_is_down(
+    xmpp_server: Any,
+) -> None:
+    """Issue 24: a client using TLS against the plain-text client port of a private
+    server was told "is the XMPP server running?" (slixmpp's direct-TLS attempt
+    failed first and ended the login); the failure is a TLS one."""
+    publisher = Publisher(
+        f"pub@{xmpp_server.domain}",
+        PASSWORD,
+        "queue.localhost",
+        host=xmpp_server.host,
+        port=xmpp_server.c2s_port,
+        allow_plain=False,
+        reply_timeout=QUICK,
+    )
+    started = time.monotonic()
+    with pytest.raises(LoginFailed) as caught:
+        await publisher.connect()
+    assert time.monotonic() - started < QUICK
+    message = str(caught.value)
+    assert "TLS" in message and "is the XMPP server running" not in message
+    assert "allow_plain" in message
+
+
+async def test_a_certificate_not_trusted_here_is_named(tls_prosody: PrivateProsody) -> None:
+    """STARTTLS to a server whose self-signed certificate is not trusted."""
+    publisher = Publisher(
+        "pub@localhost",
+        PASSWORD,
+        "queue.localhost",
+        host=tls_prosody.host,
+        port=tls_prosody.c2s_port,
+        reply_timeout=QUICK,
+    )
+    started = time.monotonic()
+    with pytest.raises(LoginFailed) as caught:
+        await publisher.connect()
+    assert time.monotonic() - started < QUICK
+    assert "TLS failed" in str(caught.value) and "certificate" in str(caught.value)

@@ -103,9 +103,10 @@ def wait_for(driver: Any, condition: Callable[[Any], T], what: str, within: floa
 
 
 def card_value(driver: Any, node: str, key: str) -> str:
+    """The *key* cell of *node*'s row in the overview table."""
     from selenium.webdriver.common.by import By
 
-    cell = driver.find_element(By.CSS_SELECTOR, f'.card[data-node="{node}"] .stat.{key} .v')
+    cell = driver.find_element(By.CSS_SELECTOR, f'#queues tr[data-node="{node}"] td.{key}')
     return str(cell.text)
 
 
@@ -188,7 +189,9 @@ async def test_dashboard_in_chromium(
         await off_loop(
             wait_for,
             browser,
-            lambda d: d.find_elements(By.CSS_SELECTOR, f'.card[data-node="{orders}"] polyline'),
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, f'#queues tr[data-node="{orders}"] polyline'
+            ),
             "the rate chart",
         )
         if os.environ.get("XMPP_QUEUE_SCREENSHOTS"):  # for the docs: a chart with a history

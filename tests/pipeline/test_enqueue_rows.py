@@ -149,6 +149,7 @@ class StandInPublisher:
 
     instances: list[StandInPublisher] = []
     fail_connect = False
+    retries = 0  # wait errors retried (the real Publisher counts them)
 
     def __init__(self, jid: str, password: str, service: str, **options: Any) -> None:
         self.options = options
@@ -271,7 +272,7 @@ def test_a_refused_batch_is_sent_again_row_by_row_so_only_its_culprit_is_rejecte
 
 
 def test_batches_respect_their_size_and_a_payload_budget() -> None:
-    from xmpp_queue.pipeline.enqueue import batches
+    from xmpp_queue.pipeline.sender import batches
 
     rows = [row(f"i{n}", "<a>" + "x" * 90 + "</a>") for n in range(7)]  # 97 bytes each
     assert [len(b) for b in batches(rows, 3)] == [3, 3, 1]

@@ -151,8 +151,8 @@ def test_a_bad_cell_rejects_its_row_and_headers_go_with_each_item(monkeypatch: A
 
 def test_batches_count_header_bytes_in_their_budget() -> None:
     from tests.pipeline.test_enqueue_rows import row
-    from xmpp_queue.pipeline.enqueue import batches
     from xmpp_queue.pipeline.item_columns import Outgoing
+    from xmpp_queue.pipeline.sender import batches
 
     plain = [row(f"p{n}", "<a>" + "x" * 90 + "</a>") for n in range(3)]  # 97 bytes each
     assert [len(b) for b in batches(plain, 10, max_bytes=300)] == [3]

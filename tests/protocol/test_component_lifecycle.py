@@ -154,7 +154,7 @@ async def test_unreachable_server_is_retried_until_stopped(
     def failed(_: object) -> None:
         nonlocal count
         count += 1
-        if count >= 3:
+        if count >= 6:
             failures.set()
 
     comp.add_event_handler("connection_failed", failed)
@@ -163,7 +163,13 @@ async def test_unreachable_server_is_retried_until_stopped(
         await asyncio.wait_for(failures.wait(), 10)
         await comp.stop()
         await asyncio.wait_for(run, 10)
-    assert any("event=reconnect_scheduled" in r.getMessage() for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("event=reconnect_scheduled" in m for m in messages)
+    # Issue 24: after a few refusals, one line says what to check, naming the port.
+    hints = [m for m in messages if "event=component_port_unreachable" in m]
+    assert len(hints) == 1, messages
+    assert f"server=127.0.0.1:{port} attempts=5" in hints[0]
+    assert "server_host:server_port" in hints[0] and "component_ports" in hints[0]
 
 
 async def test_a_debug_log_never_holds_the_handshake_digest(

@@ -307,8 +307,10 @@ def test_access_opened_to_the_federation_with_creation_kept_local() -> None:
         MINIMAL
         + '[access]\nusers = ["*"]\nqueue_access_model = "open"\nexpose_publishers = true\n'
         + "[limits]\nmax_nodes_per_jid = 0\npublish_rate = 50\npublish_burst = 100\n"
+        + 'rate_exempt = ["loader@example.org"]\n'
     )
     core = service_settings(settings)
+    assert core.limits.rate_exempt == frozenset({"loader@example.org"})
     stranger = Actor("eve@elsewhere.example/a")
     assert core.access.admits(stranger, frozenset())
     assert not core.access.may_create(stranger, frozenset())  # create stays the parent domain
@@ -332,6 +334,7 @@ def test_access_opened_to_the_federation_with_creation_kept_local() -> None:
         ("max_queue_items = 1.5", "limits.max_queue_items", "expected an integer"),
         ("publish_burst = 0", "limits.publish_burst", "expected an integer 1-"),
         ("max_node = 3", "limits.max_node", 'did you mean "max_nodes_per_jid"'),
+        ('rate_exempt = "a@example.org"', "limits.rate_exempt", "expected an array"),
     ),
 )
 def test_a_bad_access_or_limits_key_is_one_error_naming_it(

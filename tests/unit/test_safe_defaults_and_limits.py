@@ -270,3 +270,23 @@ async def test_a_queue_needs_room_for_its_dead_letter_node_unless_it_names_an_ex
         )
     finally:
         await svc.stop()
+
+
+async def test_a_rate_exempt_jid_is_not_bound_by_the_publish_rate(clock: FakeClock) -> None:
+    """Issue 24: the pipeline's loader ran at the per-JID rate by surprise; listed in
+    [limits] rate_exempt it is not counted, while others still are."""
+    svc = await limited(
+        clock, Limits(publish_rate=10, publish_burst=5, rate_exempt=frozenset({PUB.bare}))
+    )
+    try:
+        await svc.create_node(OWNER, "news", {"pubsub#max_items": ["max"]})
+        await svc.set_node_affiliations(OWNER, "news", [(PUB.bare, Affiliation.PUBLISHER)])
+        await svc.publish_items(PUB, "news", [NewItem(f"b{k}", "<p/>", 4) for k in range(50)])
+        for n in range(20):
+            await svc.publish(PUB, "news", f"i{n}", "<p/>", 4)
+        for n in range(5):
+            await svc.publish(OWNER, "news", f"o{n}", "<p/>", 4)
+        with pytest.raises(PublishRateExceeded):
+            await svc.publish(OWNER, "news", "o-late", "<p/>", 4)
+    finally:
+        await svc.stop()

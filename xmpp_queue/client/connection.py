@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import logging
 import secrets
+import ssl
 from collections.abc import Callable
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -50,6 +51,26 @@ STREAM_ERROR_HINTS = {
 }
 
 EventCallback = Callable[[ET.Element], None]
+
+
+DIRECT_TLS_PORTS = frozenset({5223})
+"""Ports spoken to with TLS from the first byte (XEP-0368); others get STARTTLS."""
+
+
+def connect_failure(where: str, exc: object) -> ClientError:
+    """Why a connect failed: a TLS error is named as one (a plain-text port reached
+    with TLS, or the other way round), not taken for a server that is down."""
+    if isinstance(exc, ssl.SSLCertVerificationError | ssl.CertificateError):
+        return LoginFailed(
+            f"{where}: TLS failed ({exc}): the server's certificate is not trusted here "
+            "(install its CA certificate, or check the host name)"
+        )
+    if isinstance(exc, ssl.SSLError):
+        return LoginFailed(
+            f"{where}: TLS failed ({exc}); is this a plain-text port (allow_plain / --plain "
+            "for a private server) or the wrong port for TLS?"
+        )
+    return ConnectionLost(f"{where}: cannot connect ({exc}); is the XMPP server running?")
 
 
 class QueueStream(SeamClient):
@@ -90,7 +111,13 @@ class QueueStream(SeamClient):
 
         Every way a login fails ends in one exception whose message says what to
         change: :class:`AuthenticationFailed` (the account), :class:`LoginFailed`
-        (TLS, the port, no answer) or :class:`ConnectionLost` (nothing listens)."""
+        (TLS, the port, no answer) or :class:`ConnectionLost` (nothing listens).
+
+        TLS: STARTTLS on the port given, direct TLS (XEP-0368) only on 5223. slixmpp
+        would try direct TLS first on any port and report its failure as a failed
+        connect, which ended the login before STARTTLS was tried."""
+        if not self.enable_plaintext:
+            self.enable_direct_tls = port in DIRECT_TLS_PORTS
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[None] = loop.create_future()
         where = f"{host}:{port}"
@@ -112,6 +139,8 @@ class QueueStream(SeamClient):
                         f"({self.stream_error}{text}){'; ' + hint if hint else ''}"
                     )
                 )
+            elif isinstance(reason, ssl.SSLError | ssl.CertificateError):
+                settle(connect_failure(where, reason))
             else:
                 settle(ConnectionLost(f"{where}: closed during login ({reason})"))
 
@@ -119,9 +148,8 @@ class QueueStream(SeamClient):
             "session_start": lambda _: settle(None),
             "failed_auth": self._on_failed_auth,
             "failed_all_auth": lambda _: settle(self._auth_failure()),
-            "connection_failed": lambda e: settle(
-                ConnectionLost(f"{where}: cannot connect ({e}); is the XMPP server running?")
-            ),
+            "connection_failed": lambda e: settle(connect_failure(where, e)),
+            "ssl_invalid_chain": lambda e: settle(connect_failure(where, e)),
             "disconnected": closed,
         }
         for name, handler in handlers.items():
@@ -159,6 +187,11 @@ class QueueStream(SeamClient):
             return LoginFailed(
                 f"{jid}: no login method the server offers is usable over a plain "
                 "connection; the server may require TLS: connect without --plain"
+            )
+        if not self.enable_plaintext and "starttls" not in self.features:
+            return LoginFailed(
+                f"{jid}: the server offered no TLS (STARTTLS) on this port and this client "
+                "logs in over TLS only: a private server without TLS needs allow_plain (--plain)"
             )
         return LoginFailed(f"{jid}: the server offers no login method this client supports")
 

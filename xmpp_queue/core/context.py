@@ -132,6 +132,10 @@ class ServiceContext:
     def is_admin(self, actor: Actor) -> bool:
         return actor.system or actor.bare in self.settings.admins
 
+    def rate_exempt(self, actor: Actor) -> bool:
+        """Not bound by ``[limits] publish_rate`` (a bulk loader; see core/limits.py)."""
+        return actor.bare in self.settings.limits.rate_exempt
+
     def admit(self, actor: Actor) -> None:
         """The service access policy: refuse a requester outside ``[access] users``
         before the operation reads or writes anything (ServiceAccessDenied)."""

@@ -19,6 +19,9 @@ written, with an error that says which limit and how to get past it, and admins
 - ``publish_rate`` / ``publish_burst``: a token bucket per bare JID that counts
   items, not requests: a batch publish (XEP-0060 §13.11) of n items needs n tokens
   (``PublishRateExceeded``: wait + resource-constraint, so a client retries later).
+- ``rate_exempt``: bare JIDs not bound by ``publish_rate`` (a bulk loader such as
+  the Spark pipeline's publisher, trusted like an admin for throughput only: the
+  other limits and its affiliations still apply).
 
 0 turns a limit off. The bucket lives in memory: a restart refills it, which
 only ever lets a publisher through, never refuses one wrongly.
@@ -72,6 +75,7 @@ class Limits:
     max_queue_items: int = 1_000_000
     publish_rate: float = 1000.0
     publish_burst: int = 5000
+    rate_exempt: frozenset[str] = frozenset()
 
 
 class PublishRateLimiter:

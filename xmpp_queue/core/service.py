@@ -490,10 +490,10 @@ class PubSubService:
 
         Past the publisher's rate (``[limits] publish_rate``, counted in items) the
         publish is refused before anything is read; a token per item is spent once
-        it is accepted."""
+        it is accepted. Admins and ``[limits] rate_exempt`` JIDs are not counted."""
         self._ctx.admit(actor)
         rate = self._ctx.publish_rate
-        bound = not self._ctx.is_admin(actor)
+        bound = not self._ctx.is_admin(actor) and not self._ctx.rate_exempt(actor)
         if not items:
             raise ItemRequired()
         if len(items) > MAX_BATCH_ITEMS:

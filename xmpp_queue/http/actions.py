@@ -1,4 +1,5 @@
-"""The dashboard's admin actions: unlock, purge, redrive, affiliation, behind a token.
+"""The dashboard's admin actions: unlock, purge, redrive, affiliation, delete-item and
+move-item, behind a token.
 
 Who may act: whoever sends ``Authorization: Bearer <[http] admin_token>``. The
 token travels in a header (the page keeps it in the tab's sessionStorage), never
@@ -15,7 +16,11 @@ notifications leave through the component's ordered sender, like the admin
 commands' do: a forced unlock tells the holder, and the item goes to the next
 worker. ``affiliation`` ({node, jid, affiliation}; ``none`` removes) is the
 XEP-0050 "Node affiliations" command's call (``set_node_affiliations``): how an
-operator lets a worker account into a whitelisted queue.
+operator lets a worker account into a whitelisted queue. ``delete-item`` ({node,
+item}) is the owner's retract that the "Delete item" command makes (a holder is
+told); ``move-item`` ({node, item, target}) is the core's all-or-nothing
+``move_item`` of the "Move item" command (a locked item is refused: unlock it
+first). Either works on a dead-letter node too.
 """
 
 from __future__ import annotations
@@ -104,6 +109,13 @@ class DashboardActions:
             result = await self._redrive(node, body.get("count"))
         elif action == "affiliation":
             result = await self._affiliation(node, body)
+        elif action == "delete-item":
+            item = _text(body, "item", required=True)
+            assert item is not None
+            await self._apply(_counted(await self._service.retract(SYSTEM, node, item, True)))
+            result = ActionResult(action, node, 1, f"deleted item '{item}'")
+        elif action == "move-item":
+            result = await self._move(node, body)
         else:
             raise Refused(404, f"no action '{action}'")
         log.info("event=dashboard_action action=%s node=%s count=%d", action, node, result.count)
@@ -146,6 +158,14 @@ class DashboardActions:
         await self._apply(_counted(outcome))
         return ActionResult("affiliation", node, 1, f"{jid} is now {affiliation.value}")
 
+    async def _move(self, node: str, body: dict[str, Any]) -> ActionResult:
+        item = _text(body, "item", required=True)
+        target = _text(body, "target", required=True)
+        assert item is not None and target is not None
+        moved = await self._service.move_item(SYSTEM, node, item, target)
+        await self._apply(_counted(moved))
+        return ActionResult("move-item", node, 1, f"moved item '{item}' to {target}")
+
     async def _apply(self, call: Any) -> int:
         outcome: Outcome[int] = await call
         if outcome.effects:
@@ -155,7 +175,7 @@ class DashboardActions:
         return outcome.value
 
 
-async def _counted(outcome: Outcome[None]) -> Outcome[int]:
+async def _counted(outcome: Outcome[Any]) -> Outcome[int]:
     return Outcome(1, outcome.effects)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import (
@@ -104,6 +105,10 @@ class NodeLabels:
     @property
     def folded(self) -> int:
         return len(self._folded)
+
+
+ACTIVITY_MOST = 100_000
+"""(node, subscriber) pairs remembered for idle times before starting over."""
 
 
 class QueueStateCollector:
@@ -229,6 +234,9 @@ class QueueMetrics:
         self.totals: Tally[tuple[str, EventKind]] = Tally()
         """Cumulative events per (label, kind), for the dashboard's rate charts."""
         self._children: dict[tuple[Any, ...], Any] = {}
+        self.activity: dict[tuple[str, str], datetime] = {}
+        """(node, subscriber JID) -> its last delivery, ack or nack: the dashboard's
+        idle time (a subscription row only knows when it subscribed)."""
         self.last_commit_failed = False
         self.is_connected = False
         self._sessions = 0
@@ -244,6 +252,11 @@ class QueueMetrics:
             for (label, kind), n in tally.items():
                 self._child(self._events[kind], label, ("event", label, kind)).inc(n)
             self.totals.update(tally)
+            if len(self.activity) > ACTIVITY_MOST:  # idle times fall back to subscribing
+                self.activity.clear()
+            for e in batch.events:
+                if e.subscriber:
+                    self.activity[(e.node, e.subscriber)] = e.at
         for wait in batch.first_deliveries:
             label = self.labels(wait.node)
             self._child(self.publish_to_delivery, label, ("p2d", label)).observe(wait.seconds)

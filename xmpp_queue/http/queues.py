@@ -14,19 +14,26 @@ publishes and acks).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from xmpp_queue.core.attributes import RESERVED
 from xmpp_queue.core.errors import NodeNotFound
-from xmpp_queue.core.model import SYSTEM, Item
+from xmpp_queue.core.model import SYSTEM, Item, PageRequest
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.failures import LAST_ERROR, history
 from xmpp_queue.core.reports import QueueDetails, QueueSummary
 from xmpp_queue.core.service import PubSubService
 
+log = logging.getLogger("xmpp_queue.http.queues")
+
+ITEMS_SHOWN = 50
+"""Items of a queue listed on its page, oldest first (the counts are exact)."""
+PAYLOAD_SHOWN = 2048
+"""Characters of a payload shown (the size column says how big it is)."""
 MAX_ROWS = 200
 """Locks and dead letters shown on a queue's page (the counts are always exact)."""
 
@@ -47,8 +54,18 @@ class OverviewCache:
         self._at = float("-inf")
         self._pending: asyncio.Future[list[QueueSummary]] | None = None
 
-    async def rows(self, fresh: bool = False) -> list[QueueSummary]:
-        if not fresh and self._monotonic() - self._at < self._max_age:
+    async def rows(self, fresh: bool = False, stale: float = 0.0) -> list[QueueSummary]:
+        """The overview, at most ``max_age`` old; with *stale* > 0 (``/metrics``),
+        rows up to *stale* seconds old come back at once while a fresh read runs in
+        the background: a scrape under load does not wait for the overview (it took
+        0.4 s of each scrape); the per-queue gauges are then those of the read the
+        previous scrape started (or the dashboard's, when one is open)."""
+        age = self._monotonic() - self._at
+        if not fresh and age < self._max_age:
+            return self._rows
+        if not fresh and age < stale:
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(self._refresh())
             return self._rows
         if self._pending is None:
             self._pending = asyncio.ensure_future(self._service.queue_overview(SYSTEM))
@@ -58,6 +75,17 @@ class OverviewCache:
         finally:
             if self._pending is pending and pending.done():
                 self._pending = None
+        self._rows, self._at = rows, self._monotonic()
+        return rows
+
+    async def _refresh(self) -> list[QueueSummary]:
+        try:
+            rows = await self._service.queue_overview(SYSTEM)
+        except Exception:  # nobody awaits a background read: keep the rows, say why once
+            log.exception("event=overview_refresh_failed")
+            return self._rows
+        finally:
+            self._pending = None
         self._rows, self._at = rows, self._monotonic()
         return rows
 
@@ -107,6 +135,25 @@ def publisher_attributes(item: Item) -> dict[str, str]:
     return {k: v for k, v in item.headers.items() if k not in RESERVED}
 
 
+def _cut(payload: str | None) -> str | None:
+    return None if payload is None else payload[:PAYLOAD_SHOWN]
+
+
+def item_json(item: Item, now: datetime) -> dict[str, Any]:
+    """A stored item as the queue page lists it (the admin peek's row)."""
+    delayed = item.available_at is not None and item.available_at > now
+    return {
+        "item": item.item_id,
+        "state": "locked" if item.locked_by else "delayed" if delayed else "waiting",
+        "holder": item.lock_jid,
+        "deliveries": item.deliveries,
+        "age_seconds": _seconds(now, item.published_at),
+        "size": item.payload_size,
+        "attributes": publisher_attributes(item),
+        "payload": _cut(item.payload),
+    }
+
+
 def dead_letter_json(item: Item) -> dict[str, Any]:
     h = item.headers
     return {
@@ -121,7 +168,21 @@ def dead_letter_json(item: Item) -> dict[str, Any]:
     }
 
 
-def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
+def details_json(
+    d: QueueDetails,
+    now: datetime,
+    activity: Mapping[tuple[str, str], datetime] | None = None,
+) -> dict[str, Any]:
+    """*activity*: each subscriber's last delivery, ack or nack on this node (the
+    metrics' record); its idle time counts from that, or from subscribing."""
+    seen = activity or {}
+
+    def last(jid: str, subscribed: datetime | None) -> datetime | None:
+        latest = seen.get((d.node, jid))
+        if subscribed is None or (latest is not None and latest > subscribed):
+            return latest
+        return subscribed
+
     c = d.config
     return {
         "node": d.node,
@@ -146,7 +207,9 @@ def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
                 "state": str(load.subscription.state),
                 "queue_requests": load.subscription.queue_requests,
                 "in_flight": load.in_flight,
-                "idle_seconds": _seconds(now, load.subscription.last_activity),
+                "idle_seconds": _seconds(
+                    now, last(load.subscription.jid, load.subscription.last_activity)
+                ),
                 "active": load.subscription.subid == d.active,
             }
             for load in d.subscribers
@@ -155,17 +218,27 @@ def details_json(d: QueueDetails, now: datetime) -> dict[str, Any]:
     }
 
 
-async def queue_page(service: PubSubService, node: str) -> dict[str, Any]:
-    """One queue: configuration, subscribers, locks and its dead letters (newest last)."""
+async def queue_page(
+    service: PubSubService,
+    node: str,
+    activity: Mapping[tuple[str, str], datetime] | None = None,
+) -> dict[str, Any]:
+    """One queue: configuration, subscribers, locks, the oldest items waiting and its
+    dead letters (oldest first), items with their payload (cut) and attributes."""
     details = await service.queue_details(SYSTEM, node)
-    out = details_json(details, service.clock())
+    now = service.clock()
+    out = details_json(details, now, activity)
+    waiting = await service.get_items(SYSTEM, node, page=PageRequest(max=ITEMS_SHOWN))
+    out["items"] = [item_json(i, now) for i in waiting.items]
     target = out["config"]["dead_letter"]
     try:
         page = await service.get_items(SYSTEM, target, max_items=MAX_ROWS)
     except NodeNotFound:
         out["dead_letters"] = []
     else:
-        out["dead_letters"] = [dead_letter_json(i) for i in page.items]
+        out["dead_letters"] = [
+            {**dead_letter_json(i), "payload": _cut(i.payload)} for i in page.items
+        ]
     entries = await service.get_node_affiliations(SYSTEM, node)
     out["affiliations"] = [{"jid": e.jid, "affiliation": e.affiliation.value} for e in entries]
     return out

@@ -39,6 +39,7 @@ from xmpp_queue.http.actions import DashboardActions, Refused, check_token
 from xmpp_queue.http.guard import HostGuard
 from xmpp_queue.http.health import HealthChecks
 from xmpp_queue.http.metrics import QueueMetrics
+from xmpp_queue.http.overview_page import BadQuery, overview_page
 from xmpp_queue.http.queues import OverviewCache, queue_page, summary_json
 from xmpp_queue.http.rates import RateHistory
 
@@ -140,7 +141,7 @@ class OpsServer:
         return web.json_response(body, status=200 if result.ready else 503)
 
     async def get_metrics(self, request: web.Request) -> web.Response:
-        rows = await self.overview.rows()
+        rows = await self.overview.rows(stale=METRICS_STALE)
         return web.Response(
             body=self.metrics.render(rows), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
@@ -158,14 +159,25 @@ class OpsServer:
         return web.Response(text=text, content_type=STATIC_FILES[name])
 
     async def get_queues(self, request: web.Request) -> web.Response:
+        """The queues, or one page of them (``overview_page.py``: q, sort, desc, offset,
+        limit), with totals so the page can say "51-100 of 200"."""
         rows = await self.overview.rows()
-        queues = [{**summary_json(r), "rates": self.rates.rates(r.node)} for r in rows]
+        try:
+            page = overview_page(rows, request.query)
+        except BadQuery as exc:
+            return _error(400, str(exc))
+        queues = [{**summary_json(r), "rates": self.rates.rates(r.node)} for r in page.rows]
         return web.json_response(
             {
                 "service": self.jid,
                 "connected": self.metrics.is_connected,
                 "admin_actions": self._token is not None,
                 "interval": self.rates.interval,
+                "total": page.total,
+                "matched": page.matched,
+                "offset": page.offset,
+                "waiting": sum(r.backlog for r in rows),
+                "in_flight": sum(r.in_flight for r in rows),
                 "queues": queues,
             }
         )
@@ -175,12 +187,13 @@ class OpsServer:
         if not node:
             return _error(400, "give ?node=NODE")
         try:
-            page = await queue_page(self.service, node)
+            page = await queue_page(self.service, node, self.metrics.activity)
         except (NodeNotFound, NotAQueue) as exc:
             return _error(404, str(exc) or f"no queue '{node}'")
         row = next((r for r in await self.overview.rows() if r.node == node), None)
         page["summary"] = summary_json(row) if row is not None else None
         page["rates"] = self.rates.rates(node)
+        page["interval"] = self.rates.interval
         page["admin_actions"] = self._token is not None
         return web.json_response(page)
 
@@ -227,6 +240,12 @@ class OpsServer:
                 "message": result.message,
             }
         )
+
+
+METRICS_STALE = 60.0
+"""Seconds a scrape may be answered from the last queue overview while a fresh one
+is read in the background: above the usual scrape intervals (15-30 s), so a scrape
+under load never waits for the overview; the queue gauges lag one scrape."""
 
 
 def _describe(exc: PubSubError) -> str:

@@ -132,6 +132,11 @@ def add_pipeline_parser(subparsers: Any) -> None:
         "--ttl-column", help="column of whole seconds after which a waiting item expires"
     )
     enqueue.add_argument("--priority-column", help="column of high, medium or low (Urgency)")
+    enqueue.add_argument(
+        "--ordering-key-column",
+        help="column of ordering keys: the rows of one key reach the queue in the input's "
+        "order (an ordered queue then hands them out one at a time per key)",
+    )
 
     report = jobs.add_parser("report", help="queue-history report: Parquet tables + report.html")
     report.add_argument("--out", required=True, help="output directory")
@@ -174,10 +179,16 @@ def run_pipeline(
 
     out = out or sys.stdout
     started = time.monotonic()  # the summary's wall time counts Spark's start-up too
+    from xmpp_queue.pipeline.input_errors import check_local_inputs, input_error
+
+    inputs = list(getattr(args, "inputs", None) or getattr(args, "parquet", None) or [])
     if args.pipeline_command == "enqueue":
         # Before Spark starts: a misspelt node is one line now, not one reject per row.
         item_columns(args, settings).check()
+        check_local_inputs(inputs)
         asyncio.run(check_node(settings.publisher_config(), args.node))
+    elif inputs:
+        check_local_inputs(inputs, "--parquet")
     running = spark_is_running()  # a host (tests, a notebook) owns that session: keep it
 
     spark = build_spark_session(
@@ -192,6 +203,11 @@ def run_pipeline(
         if args.pipeline_command == "report":
             return _report(spark, args, settings, out)
         return _export(spark, args, settings, out)
+    except Exception as exc:  # an input mistake is one line (exit 2), the rest keeps its trace
+        mistake = input_error(exc, inputs)
+        if mistake is None:
+            raise
+        raise mistake from None
     finally:
         if not running:
             spark.stop()
@@ -206,6 +222,7 @@ def item_columns(args: argparse.Namespace, settings: PipelineSettings) -> ItemCo
         deliver_at=args.deliver_at_column,
         ttl=args.ttl_column,
         priority=args.priority_column,
+        ordering_key=args.ordering_key_column,
     )
 
 
@@ -269,7 +286,7 @@ def _enqueue(
         publisher = replace(publisher, batch=args.publish_batch)
     summary = run_enqueue(spark, options, publisher)
     summary.total_seconds = time.monotonic() - started
-    print_enqueue_summary(summary, args.node, out)
+    print_enqueue_summary(summary, args.node, out, publisher.jid)
     return 0 if summary.ok else 1
 
 

@@ -6,11 +6,11 @@ rows into the database would be a second implementation of publish. Each Spark
 partition opens one publisher connection and keeps a window of publishes in
 flight (``xmpp_queue.client.Publisher`` retries ``wait`` errors with backoff).
 
-Batches: consecutive rows go out several per publish (XEP-0060 §13.11), which
-the service stores all or none in one commit. A refusal therefore means that
-nothing of the batch was stored, so its rows are sent again one per publish and
-each ends published or rejected with its own reason: the rejects file names the
-row the service refused, not its neighbours.
+Batches, the re-send of a refused batch and the per-key order of
+``--ordering-key-column``: see ``sender.py``. With an ordering-key column the
+rows are hash-partitioned by key (every row of a key in one partition) and
+sorted inside each partition by their place in the input: file path, the
+split's offset in the file, then the row's position in its split.
 
 Re-running after a failure: with ``--id-column`` every row keeps its item id,
 and publishing an id that is still queued replaces that item (XEP-0060 §7.1.2)
@@ -35,10 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from xmpp_queue.client.attributes import headers_bytes
 from xmpp_queue.pipeline.enqueue_summary import (
-    FAILED,
-    PUBLISHED,
     REJECTED,
     EnqueueSummary,
     summarize,
@@ -49,17 +46,14 @@ from xmpp_queue.pipeline.item_columns import (
     ItemColumns,
     Outgoing,
     cell,
-    headers_of,
     row_headers,
 )
 from xmpp_queue.pipeline.payloads import (
     BAD_ROW,
     CORRUPT,
     ITEM_ID,
-    NOT_SENT,
     PAYLOAD,
     RECORD,
-    REFUSED,
     REJECT,
     SOURCE,
     PayloadMode,
@@ -69,6 +63,7 @@ from xmpp_queue.pipeline.payloads import (
     xml_problem,
 )
 from xmpp_queue.pipeline.progress import spark_progress
+from xmpp_queue.pipeline.sender import PartitionSender
 from xmpp_queue.pipeline.settings import PublisherConfig
 
 FORMATS = ("csv", "json", "parquet")
@@ -82,10 +77,6 @@ _EXTENSIONS = {
 CHUNK_ROWS = 2048
 """Rows handed to the event loop at a time (a few windows' worth), so a partition
 streams instead of holding all of its outcomes."""
-BATCH_PAYLOAD_BYTES = 64 * 1024
-"""Payload and attribute bytes per batch publish at most (a single larger row goes alone). XMPP
-servers cap a client's stanza size (Prosody and ejabberd at 256 KiB by default) and
-close the stream above it, which would fail every publish in flight."""
 DETAILS_PER_PARTITION = 1000
 """Rejected rows reported in full per partition; beyond that they are counted."""
 
@@ -151,19 +142,25 @@ def read_input(spark: SparkSession, inputs: Sequence[str], input_format: str | N
 
 
 def publish_partition(
-    config: PublisherConfig, node: str, rows: Iterable[Any], check_xml: bool = True
+    config: PublisherConfig,
+    node: str,
+    rows: Iterable[Any],
+    check_xml: bool = True,
+    ordered: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """Publish one partition's prepared rows; yield tallies and rejected rows.
 
     Yields ``("count", status, category, n)`` once per (status, category) and
     ``("row", status, reason, item_id, source, record)`` for up to
-    DETAILS_PER_PARTITION rejected or unsent rows. *check_xml* parses payloads
-    that came from a column (the JSON containers built here are well-formed).
+    DETAILS_PER_PARTITION rejected or unsent rows, and ``("throttled", n)``: the
+    publishes the service asked to retry later (its per-JID publish rate).
+    *check_xml* parses payloads that came from a column (the JSON containers built
+    here are well-formed); *ordered* keeps each ordering key's rows in order.
     """
     tally: Counter[tuple[str, str]] = Counter()
     details = 0
     loop = asyncio.new_event_loop()
-    sender = _PartitionSender(config, node)
+    sender = PartitionSender(config, node, ordered)
     try:
         for chunk in _chunks(rows, CHUNK_ROWS):
             ready = []
@@ -192,6 +189,8 @@ def publish_partition(
         _close_loop(loop)
     for (status, category), n in tally.items():
         yield ("count", status, category, n)
+    if sender.throttled:
+        yield ("throttled", sender.throttled)
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -221,142 +220,6 @@ def _chunks(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-class _PartitionSender:
-    """One publisher connection for a partition, opened on first use and opened
-    again for the next chunk after a failure (rows already answered keep their
-    outcome; with --id-column a re-run resends the rest safely)."""
-
-    def __init__(self, config: PublisherConfig, node: str) -> None:
-        self.config = config
-        self.node = node
-        self.publisher: Any = None
-
-    async def _open(self) -> None:
-        from xmpp_queue.client import Publisher
-
-        cfg = self.config
-        publisher = Publisher(
-            cfg.jid,
-            cfg.password,
-            cfg.service_jid,
-            host=cfg.host,
-            port=cfg.port,
-            window=cfg.window,
-            allow_plain=cfg.allow_plain,
-            # XML payloads were checked by xml_problem; JSON containers are built well-formed.
-            check_payloads=False,
-        )
-        await publisher.connect()
-        self.publisher = publisher
-
-    async def close(self) -> None:
-        publisher, self.publisher = self.publisher, None
-        if publisher is not None:
-            try:
-                await publisher.close()
-            except Exception:  # closing a broken stream must not hide the outcomes
-                publisher.abort()
-
-    async def publish_all(self, rows: list[Any]) -> list[tuple[str, str | None, Any]]:
-        """Submit every row through the publisher's window, then collect the answers.
-
-        Rows go in batches of ``config.batch``; the rows of a batch the service
-        refused are sent again one by one (see the module docstring)."""
-        if not rows:
-            return []
-        if self.publisher is None:
-            try:
-                await self._open()
-            except Exception as exc:  # reported per row; the other partitions go on
-                reason = f"{NOT_SENT}: cannot connect ({type(exc).__name__}: {exc})"
-                return [(FAILED, reason, row) for row in rows]
-        results, refused = await self._send(batches(rows, self.config.batch))
-        if refused:
-            singles, _ = await self._send([[row] for row in refused])
-            results += singles
-        if any(status == FAILED for status, _, _ in results):
-            await self.close()  # the stream is suspect: reconnect for the next chunk
-        return results
-
-    async def _send(
-        self, groups: Sequence[list[Any]]
-    ) -> tuple[list[tuple[str, str | None, Any]], list[Any]]:
-        """Outcomes of *groups* (one publish each), and the rows of refused batches."""
-        pending: list[tuple[list[Any], asyncio.Future[Any] | BaseException]] = []
-        for group in groups:
-            try:
-                pending.append((group, await self._submit(group)))
-            except Exception as exc:  # the stream broke while sending
-                pending.append((group, exc))
-        results: list[tuple[str, str | None, Any]] = []
-        refused: list[Any] = []
-        for group, future in pending:
-            try:
-                if isinstance(future, BaseException):
-                    raise future
-                await future
-            except Exception as exc:
-                status, reason, _ = _failure(exc, group[0])
-                if status == REJECTED and len(group) > 1:
-                    refused += group  # all or none: nothing of it was stored
-                else:
-                    results += [(status, reason, row) for row in group]
-            else:
-                results += [(PUBLISHED, None, row) for row in group]
-        return results, refused
-
-    async def _submit(self, group: list[Any]) -> asyncio.Future[Any]:
-        from xmpp_queue.client import PublishItem
-
-        if len(group) == 1:
-            row = group[0]
-            if isinstance(row, Outgoing):
-                return await self.publisher.submit(
-                    self.node, row[PAYLOAD], row[ITEM_ID], attributes=row.headers
-                )
-            return await self.publisher.submit(self.node, row[PAYLOAD], row[ITEM_ID])
-        items = [
-            PublishItem(row[PAYLOAD], row[ITEM_ID], row.headers)
-            if isinstance(row, Outgoing)
-            else (row[PAYLOAD], row[ITEM_ID])
-            for row in group
-        ]
-        return await self.publisher.submit_batch(self.node, items)
-
-
-def batches(
-    rows: Sequence[Any], size: int, max_bytes: int = BATCH_PAYLOAD_BYTES
-) -> list[list[Any]]:
-    """Consecutive rows, at most *size* per batch and *max_bytes* of payload and
-    attribute headers (a row larger than that on its own is a batch of one)."""
-    out: list[list[Any]] = []
-    group: list[Any] = []
-    weight = 0
-    for row in rows:
-        payload = row[PAYLOAD]
-        n = len(payload.encode("utf-8")) if payload else 0
-        n += headers_bytes(headers_of(row))
-        if group and (len(group) >= size or weight + n > max_bytes):
-            out.append(group)
-            group, weight = [], 0
-        group.append(row)
-        weight += n
-    if group:
-        out.append(group)
-    return out
-
-
-def _failure(exc: Exception, row: Any) -> tuple[str, str, Any]:
-    """A refusal by the service (rejected) or a transport failure (not sent)."""
-    from xmpp_queue.client import PublishError
-
-    if isinstance(exc, PublishError):
-        if exc.condition in ("connection-lost", "remote-server-timeout"):
-            return (FAILED, f"{NOT_SENT}: {exc.condition}", row)
-        return (REJECTED, f"{REFUSED}: {exc}", row)
-    return (FAILED, f"{NOT_SENT}: {type(exc).__name__}: {exc}", row)
-
-
 # --- the job ---------------------------------------------------------------------------------
 
 
@@ -373,14 +236,17 @@ def run_enqueue(
         xml_column=options.xml_column,
         item_columns=options.item_columns,
     )
-    prepared = _with_connections(
-        prepared, options.connections or spark.sparkContext.defaultParallelism
-    )
-    node, check_xml = options.node, options.payload == "xml"
+    connections = options.connections or spark.sparkContext.defaultParallelism
+    key_column = options.item_columns.ordering_key
+    if key_column:
+        prepared = by_key_in_input_order(prepared, connections)
+    else:
+        prepared = _with_connections(prepared, connections)
+    node, check_xml, ordered = options.node, options.payload == "xml", bool(key_column)
     started = time.monotonic()
     with spark_progress(spark, f"publishing to {node}"):
         records = prepared.rdd.mapPartitions(
-            lambda rows: publish_partition(publisher, node, rows, check_xml)
+            lambda rows: publish_partition(publisher, node, rows, check_xml, ordered)
         ).collect()
     summary = summarize(records)
     summary.seconds = time.monotonic() - started
@@ -398,3 +264,22 @@ def _with_connections(frame: DataFrame, connections: int) -> DataFrame:
     if current < connections:
         return frame.repartition(connections)
     return frame
+
+
+_ROW = "_input_row"
+
+
+def by_key_in_input_order(prepared: DataFrame, connections: int) -> DataFrame:
+    """Every row of a key in one partition, the rows of each partition in input
+    order: by file path, then by position in the file.
+
+    The position is ``monotonically_increasing_id`` taken before anything
+    reshuffles (``prepare_items`` is narrow: one output row per input row, in
+    place): it grows with the read partition's index and the row's place in it,
+    and Spark's file scan keeps one file's splits in offset order.
+    """
+    key = F.get_json_object(F.col(ITEM_HEADERS), "$.ordering_key")
+    placed = prepared.withColumn(_ROW, F.monotonically_increasing_id())
+    # Rows without a key go anywhere: spread them by position, not all to one partition.
+    spread = F.coalesce(key, F.col(_ROW).cast("string"))
+    return placed.repartition(connections, spread).sortWithinPartitions(SOURCE, _ROW).drop(_ROW)

@@ -24,6 +24,7 @@ class EnqueueSummary:
     failed: int = 0
     seconds: float = 0.0  # the publishing Spark job alone
     total_seconds: float = 0.0  # the whole command: Spark start-up, reading, publishing
+    throttled: int = 0  # publishes the service asked to retry later (its publish rate)
     reasons: Counter[str] = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
 
@@ -39,7 +40,9 @@ class EnqueueSummary:
 def summarize(records: Iterable[tuple[Any, ...]]) -> EnqueueSummary:
     summary = EnqueueSummary()
     for record in records:
-        if record[0] == "count":
+        if record[0] == "throttled":
+            summary.throttled += record[1]
+        elif record[0] == "count":
             _, status, category, n = record
             summary.rows_read += n
             if status == PUBLISHED:
@@ -72,7 +75,20 @@ def write_rejects(path: str, examples: Sequence[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def print_enqueue_summary(summary: EnqueueSummary, node: str, out: TextIO) -> None:
+def throttle_hint(summary: EnqueueSummary, publisher_jid: str) -> str | None:
+    """One line naming the setting when the service's per-JID publish rate slowed the run."""
+    if not summary.throttled:
+        return None
+    return (
+        f"throttled: the service asked {summary.throttled:,} publishes to wait (its [limits] "
+        f"publish_rate per JID); list {publisher_jid} in the service's [limits] rate_exempt "
+        "for full speed (docs/pipeline.md)"
+    )
+
+
+def print_enqueue_summary(
+    summary: EnqueueSummary, node: str, out: TextIO, publisher_jid: str = ""
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -92,3 +108,6 @@ def print_enqueue_summary(summary: EnqueueSummary, node: str, out: TextIO) -> No
     console.print(table)
     for reason, n in summary.reasons.most_common(5):
         console.print(f"  {n:>7,} x {reason}")
+    hint = throttle_hint(summary, publisher_jid or "the publisher's JID")
+    if hint:
+        print(hint, file=out)

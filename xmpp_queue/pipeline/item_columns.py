@@ -6,7 +6,8 @@ publish keywords mean (:mod:`xmpp_queue.client.attributes`): each
 value as text; an empty cell leaves it out), ``--delay-column`` (seconds) or
 ``--deliver-at-column`` (a timestamp; text without a zone is UTC, a number is
 Unix seconds) the item's ``Start``, ``--ttl-column`` (whole seconds) its
-``TTL`` and ``--priority-column`` (high, medium, low) its ``Urgency``. The
+``TTL``, ``--priority-column`` (high, medium, low) its ``Urgency`` and
+``--ordering-key-column`` its ordering key (see ``ordered_send.py``). The
 columns stay in the JSON payload too: the row is the job.
 
 Two halves: :func:`headers_column` is a Spark expression (the chosen cells as
@@ -26,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from xmpp_queue.client.attributes import SCHEDULE_NAMES, SERVICE_NAMES, item_headers
+from xmpp_queue.core.attributes import ORDERING_KEY
 from xmpp_queue.pipeline.settings import PipelineSettingsError
 
 ITEM_HEADERS = "item_headers"
@@ -41,10 +43,14 @@ class ItemColumns:
     deliver_at: str | None = None
     ttl: str | None = None
     priority: str | None = None
+    ordering_key: str | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.attributes) or any((self.delay, self.deliver_at, self.ttl, self.priority))
+        return bool(self.attributes) or any(self._roles())
+
+    def _roles(self) -> tuple[str | None, ...]:
+        return (self.delay, self.deliver_at, self.ttl, self.priority, self.ordering_key)
 
     def check(self) -> None:
         """Refuse a contradictory choice before Spark starts (one line, exit 2)."""
@@ -55,6 +61,7 @@ class ItemColumns:
             ("--deliver-at-column", self.deliver_at),
             ("--ttl-column", self.ttl),
             ("--priority-column", self.priority),
+            ("--ordering-key-column", self.ordering_key),
         ]
         used = [name for _, name in roles if name]
         if len(used) != len(set(used)):
@@ -71,7 +78,8 @@ class ItemColumns:
             if name in SCHEDULE_NAMES:
                 raise PipelineSettingsError(
                     f"--attribute-columns: {name!r} is read by the service; use "
-                    "--delay-column, --deliver-at-column, --ttl-column or --priority-column"
+                    "--delay-column, --deliver-at-column, --ttl-column, --priority-column "
+                    "or --ordering-key-column"
                 )
 
     def check_input(self, columns: Sequence[str]) -> None:
@@ -84,6 +92,7 @@ class ItemColumns:
                 ("--deliver-at-column", self.deliver_at),
                 ("--ttl-column", self.ttl),
                 ("--priority-column", self.priority),
+                ("--ordering-key-column", self.ordering_key),
             )
             if c
         ]
@@ -127,6 +136,8 @@ def headers_column(frame: Any, columns: ItemColumns) -> Any:
         parts.append(text(columns.ttl).alias("ttl"))
     if columns.priority:
         parts.append(text(columns.priority).alias("priority"))
+    if columns.ordering_key:
+        parts.append(text(columns.ordering_key).alias("ordering_key"))
     return F.to_json(F.struct(*parts))
 
 
@@ -141,12 +152,14 @@ def row_headers(spec: str | None, now: datetime | None = None) -> dict[str, str]
     delay = _number(cells.get("delay"), "delay")
     ttl = _number(cells.get("ttl"), "ttl")
     priority = (cells.get("priority") or "").strip() or None
+    key = cells.get("ordering_key")
     return item_headers(
         attributes,
         delay=delay,
         deliver_at=_moment(cells.get("deliver_at")),
         ttl=ttl,
         priority=priority,
+        ordering_key=key if key else None,  # an empty cell: the row has no key
         now=now,
     )
 
@@ -200,3 +213,8 @@ def cell(row: Any, name: str) -> Any:
 
 def headers_of(row: Any) -> dict[str, str]:
     return row.headers if isinstance(row, Outgoing) else {}
+
+
+def key_of(row: Any) -> str | None:
+    """The row's ordering key (None: it has none)."""
+    return headers_of(row).get(ORDERING_KEY)

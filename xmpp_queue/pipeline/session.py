@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -136,4 +136,21 @@ def build_spark_session(
     # py4j logs every gateway connection at INFO: noise in an operator's log.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+    _quiet_probe_warnings(spark)
     return spark
+
+
+def _quiet_probe_warnings(spark: Any) -> None:
+    """A missing or unreadable input path makes Spark's metadata probe log a whole
+    Java stack at WARN before the real error, which the command reports in one line
+    (``input_errors.py``): that probe's warnings go."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in (  # Spark 3 and Spark 4 (sinks.) names of the probe's logger
+            "org.apache.spark.sql.execution.streaming.FileStreamSink",
+            "org.apache.spark.sql.execution.streaming.sinks.FileStreamSink",
+        ):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # another logging backend: the warning stays, nothing breaks
+        pass

@@ -101,6 +101,12 @@ REJECTION_HINTS = {
     "improper-addressing": "check the component name in the server config",
 }
 DEFAULT_REJECTION_HINT = "check the component secret and name in the server config"
+UNREACHABLE_HINT_AFTER = 5  # failed connects in a row before the hint line (then every 60th)
+UNREACHABLE_HINT = (
+    "is the XMPP server running, and is [component] server_host:server_port one of its "
+    "component ports (Prosody: component_ports, default 5347; ejabberd: a listener with "
+    "module ejabberd_service)?"
+)
 
 
 class HandshakeRejected(Exception):
@@ -284,6 +290,14 @@ class QueueComponent(SeamComponent):
                     attempt, replaced_delay = 0, INITIAL_BACKOFF
                 delay = retry_delay(attempt)
                 attempt += 1
+                if end is _SessionEnd.FAILED and attempt % 60 == UNREACHABLE_HINT_AFTER % 60:
+                    log.warning(
+                        "event=component_port_unreachable server=%s:%s attempts=%d hint='%s'",
+                        self.server_host,
+                        self.server_port,
+                        attempt,
+                        UNREACHABLE_HINT,
+                    )
             log.warning(
                 "event=reconnect_scheduled jid=%s reason=%s in=%.1fs",
                 self.boundjid.bare,

@@ -33,15 +33,31 @@ function duration(s) {
   return neg ? `${out} ago` : out;
 }
 
-function sparkline(rates, big) {
+/** A number with thousands separators (1,234,567); "–" for none. */
+function fmt(n) {
+  if (n === null || n === undefined || n === "") return "–";
+  return typeof n === "number" ? n.toLocaleString("en-US") : String(n);
+}
+
+function sparkline(rates, big, interval) {
   const ns = "http://www.w3.org/2000/svg";
-  const w = 300, h = big ? 120 : 48;
+  const w = 300, h = big ? 120 : 24;
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
   svg.setAttribute("preserveAspectRatio", "none");
   const series = [["published", "#2f6fdf"], ["acked", "#16a34a"]];
   const all = series.flatMap(([k]) => rates[k] || []);
   const max = Math.max(1, ...all);
+  if (big) {
+    for (const f of [0, 0.5, 1]) {  // grid lines at 0, half and the top of the y axis
+      const y = (h - 2 - f * (h - 6)).toFixed(1);
+      const line = document.createElementNS(ns, "line");
+      for (const [k, v] of [["x1", 0], ["x2", w], ["y1", y], ["y2", y]]) line.setAttribute(k, v);
+      line.setAttribute("class", "grid");
+      line.setAttribute("vector-effect", "non-scaling-stroke");
+      svg.append(line);
+    }
+  }
   for (const [k, color] of series) {
     const values = rates[k] || [];
     if (values.length < 2) continue;
@@ -56,21 +72,30 @@ function sparkline(rates, big) {
     line.setAttribute("class", `series-${k}`);
     svg.append(line);
   }
-  return svg;
+  if (!big) return svg;
+  // Axes: items/s on y (0, half, max), time on x (the oldest sample to now).
+  const samples = Math.max((rates.published || []).length, (rates.acked || []).length);
+  const span = Math.max(0, samples - 1) * (interval || 1);
+  return el("div", { class: "axes" },
+    el("div", { class: "y", "data-axis": "y" },
+      el("span", {}, `${fmt(max)}/s`), el("span", {}, `${fmt(Math.round(max / 2))}/s`), el("span", {}, "0")),
+    svg,
+    el("div", { class: "x", "data-axis": "x" },
+      el("span", {}, `${duration(span)} ago`), el("span", {}, `${duration(span / 2)} ago`), el("span", {}, "now")));
 }
 
 function last(values) { return values && values.length ? values[values.length - 1] : 0; }
 
 function legend(rates) {
   return el("div", { class: "legend" },
-    el("span", { class: "p" }, `■ published ${last(rates.published)}/s`), "  ",
-    el("span", { class: "a" }, `■ acked ${last(rates.acked)}/s`),
-    `  (max ${Math.max(0, ...(rates.published || []), ...(rates.acked || []))}/s over the last ${Math.max(0, (rates.acked || []).length)} samples)`);
+    el("span", { class: "p" }, `■ published ${fmt(last(rates.published))}/s`), "  ",
+    el("span", { class: "a" }, `■ acked ${fmt(last(rates.acked))}/s`),
+    `  (max ${fmt(Math.max(0, ...(rates.published || []), ...(rates.acked || [])))}/s over the last ${Math.max(0, (rates.acked || []).length)} samples)`);
 }
 
 function stat(key, label, value) {
   return el("div", { class: `stat ${key}`, "data-key": key },
-    el("div", { class: "v" }, value), el("div", { class: "k" }, label));
+    el("div", { class: "v" }, fmt(value)), el("div", { class: "k" }, label));
 }
 
 async function api(path, options = {}) {
@@ -116,32 +141,87 @@ function header(data) {
 
 // --- the overview -----------------------------------------------------------------------
 
-function queueCard(q) {
-  const link = el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node);
-  return el("div", { class: "card queue", "data-node": q.node },
-    el("h3", {}, link),
-    el("div", { class: "stats" },
-      stat("waiting", "waiting", q.waiting),
-      stat("delayed", "of them delayed", q.delayed ?? 0),
-      stat("in-flight", "in flight", q.in_flight),
-      stat("dead-letters", "dead letters", q.dead_letters),
-      stat("oldest", "oldest waiting", duration(q.oldest_waiting_seconds)),
-      stat("subscribers", "subscribers", q.subscribers),
-      stat("acks", "acks (1 h)", q.acks_last_hour),
-      stat("redeliveries", "redeliveries (1 h)", q.redeliveries_last_hour)),
-    el("div", { class: "chart" }, sparkline(q.rates, false)),
-    legend(q.rates));
-}
+// One page of queues at a time, filtered, sorted and paged by the server
+// (/api/queues?q=&sort=&desc=&offset=&limit=): hundreds of queues cost one page.
+const view = { q: "", sort: "node", desc: false, offset: 0, limit: 50 };
+
+const QUEUE_SPEC = {
+  columns: 10, empty: "no queue matches", rowClass: "queue", attr: "data-node",
+  key: (q) => q.node,
+  cellClasses: ["node", "num waiting", "num delayed", "num in-flight", "num dead-letters", "num oldest",
+    "num subscribers", "num acks", "num redeliveries", "rate"],
+  texts: (q) => [q.node, fmt(q.waiting), fmt(q.delayed ?? 0), fmt(q.in_flight), fmt(q.dead_letters),
+    duration(q.oldest_waiting_seconds), fmt(q.subscribers), fmt(q.acks_last_hour),
+    fmt(q.redeliveries_last_hour), ""],
+};
 
 async function refreshOverview() {
-  const data = await api("/api/queues");
+  const params = new URLSearchParams({ q: view.q, sort: view.sort, desc: view.desc ? "1" : "0",
+    offset: String(view.offset), limit: String(view.limit) });
+  const data = await api(`/api/queues?${params}`);
   header(data);
-  const box = document.getElementById("queues");
-  box.replaceChildren(...data.queues.map(queueCard));
-  const waiting = data.queues.reduce((n, q) => n + q.waiting, 0);
-  const inFlight = data.queues.reduce((n, q) => n + q.in_flight, 0);
+  if (data.matched && view.offset >= data.matched) {  // the filter left fewer pages
+    view.offset = Math.max(0, Math.floor((data.matched - 1) / view.limit) * view.limit);
+    return refreshOverview();
+  }
+  syncRows("#queues", data.queues, QUEUE_SPEC);
+  const byNode = new Map(data.queues.map((q) => [q.node, q]));
+  for (const tr of document.querySelectorAll("#queues tbody tr[data-node]")) {
+    const q = byNode.get(tr.dataset.key);
+    const name = tr.children[0];
+    if (!name.querySelector("a")) {
+      name.replaceChildren(el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node));
+    }
+    const rate = tr.children[9];
+    rate.replaceChildren(sparkline(q.rates, false),
+      el("span", { class: "now" }, `${fmt(last(q.rates.published))} / ${fmt(last(q.rates.acked))}`));
+  }
+  for (const th of document.querySelectorAll("#queues th[data-sort]")) {
+    if (th.dataset.sort === view.sort) th.setAttribute("aria-sort", view.desc ? "descending" : "ascending");
+    else th.removeAttribute("aria-sort");
+  }
+  const first = data.matched ? view.offset + 1 : 0;
+  const lastRow = view.offset + data.queues.length;
+  document.getElementById("range").textContent =
+    `${fmt(first)}-${fmt(lastRow)} of ${fmt(data.matched)}` +
+    (data.matched !== data.total ? ` (filtered from ${fmt(data.total)})` : "");
+  document.getElementById("prev").disabled = view.offset === 0;
+  document.getElementById("next").disabled = lastRow >= data.matched;
   document.getElementById("summary").textContent =
-    `${data.queues.length} queue(s): ${waiting} waiting, ${inFlight} in flight.`;
+    `${fmt(data.total)} queue(s): ${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight.`;
+}
+
+function setUpOverview() {
+  for (const th of document.querySelectorAll("#queues th[data-sort]")) {
+    th.addEventListener("click", () => {
+      const key = th.dataset.sort;
+      // A figure sorts largest first on its first click; the name A to Z.
+      view.desc = view.sort === key ? !view.desc : key !== "node";
+      view.sort = key;
+      view.offset = 0;
+      refreshOverview().catch((e) => showError(`cannot load: ${e.message}`));
+    });
+  }
+  let typing = null;
+  document.getElementById("filter").addEventListener("input", (event) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      view.q = event.target.value.trim();
+      view.offset = 0;
+      refreshOverview().catch((e) => showError(`cannot load: ${e.message}`));
+    }, 150);
+  });
+  const page = (delta) => {
+    view.offset = Math.max(0, view.offset + delta * view.limit);
+    refreshOverview().catch((e) => showError(`cannot load: ${e.message}`));
+  };
+  document.getElementById("prev").addEventListener("click", () => page(-1));
+  document.getElementById("next").addEventListener("click", () => page(1));
+  document.getElementById("per-page").addEventListener("change", (event) => {
+    view.limit = Number(event.target.value);
+    view.offset = 0;
+    refreshOverview().catch((e) => showError(`cannot load: ${e.message}`));
+  });
 }
 
 // --- one queue --------------------------------------------------------------------------
@@ -194,18 +274,47 @@ function lockSpec(node) {
 const SUBSCRIBER_SPEC = {
   columns: 5, empty: "no subscriber", rowClass: "subscriber", attr: "data-subid",
   key: (sub) => sub.subid,
-  cellClasses: ["jid", "window", "in-flight", "idle", "muted"],
+  cellClasses: ["jid", "window", "in-flight", "idle", "muted"],  // idle: since its last delivery, ack or nack
   texts: (sub) => [sub.active ? `${sub.jid} (active)` : sub.jid, sub.queue_requests ?? "–", sub.in_flight,
     duration(sub.idle_seconds), sub.subid],
 };
 
-const DEAD_SPEC = {
-  columns: 7, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
-  key: (d) => d.item,
-  cellClasses: ["item", "deliveries", "reason", "last-error", "dead-lettered-at", "size", "attributes"],
-  texts: (d) => [d.origin_item, d.deliveries ?? "–", d.reason || "–", d.last_error || "–",
-    d.dead_lettered_at || "–", d.size, attributes(d.attributes)],
-};
+/** Delete and Move buttons for one stored item of *node* (admin only). */
+function itemActions(node, item, moveTo) {
+  return el("span", { class: "item-actions" },
+    el("button", { class: "delete-item danger", type: "button", onclick: () => {
+      if (confirm(`Delete item '${item}' of '${node}'? This cannot be undone.`)) {
+        run("delete-item", { node, item });
+      }
+    } }, "Delete"), " ",
+    el("button", { class: "move-item", type: "button", onclick: () => {
+      const target = prompt(`Move item '${item}' to which node?`, moveTo);
+      if (target) run("move-item", { node, item, target: target.trim() });
+    } }, "Move…"));
+}
+
+function itemSpec(node) {
+  return {
+    columns: 8, empty: "no item is stored", rowClass: "item", attr: "data-item",
+    key: (i) => i.item,
+    cellClasses: ["item", "state", "num", "num", "num", "attributes", "payload"],
+    texts: (i) => [i.item, i.holder ? `${i.state} by ${i.holder}` : i.state, fmt(i.deliveries),
+      duration(i.age_seconds), fmt(i.size), attributes(i.attributes), i.payload ?? "–"],
+    action: (i) => itemActions(node, i.item, `${node}/parked`),
+  };
+}
+
+function deadSpec(q) {
+  const deadNode = q.config.dead_letter;
+  return {
+    columns: 9, empty: "no dead letter", rowClass: "dead-letter", attr: "data-item",
+    key: (d) => d.item,
+    cellClasses: ["item", "num", "reason", "last-error", "at", "num", "attributes", "payload"],
+    texts: (d) => [d.origin_item, fmt(d.deliveries), d.reason || "–", d.last_error || "–",
+      d.dead_lettered_at || "–", fmt(d.size), attributes(d.attributes), d.payload ?? "–"],
+    action: (d) => itemActions(deadNode, d.item, q.node),
+  };
+}
 
 /** The JID of a single-active queue's active subscriber, or "none". */
 function activeJid(q) {
@@ -254,14 +363,17 @@ async function refreshQueue() {
     stat("oldest", "oldest waiting", duration(s.oldest_waiting_seconds)),
     stat("acks", "acks (1 h)", s.acks_last_hour ?? "–"),
     stat("redeliveries", "redeliveries (1 h)", s.redeliveries_last_hour ?? "–"));
-  document.getElementById("chart").replaceChildren(sparkline(q.rates, true));
+  document.getElementById("chart").replaceChildren(sparkline(q.rates, true, q.interval));
   document.getElementById("chart-legend").replaceChildren(legend(q.rates));
-  document.getElementById("lock-count").textContent = `(${q.in_flight})`;
+  document.getElementById("lock-count").textContent = `(${fmt(q.in_flight)})`;
   syncRows("#locks", q.locks, lockSpec(q.node));
   syncRows("#subscribers", q.subscribers, SUBSCRIBER_SPEC);
-  document.getElementById("dead-count").textContent = `(${s.dead_letters ?? q.dead_letters.length})`;
+  document.getElementById("dead-count").textContent = `(${fmt(s.dead_letters ?? q.dead_letters.length)})`;
   document.getElementById("dead-node").textContent = `in node ${q.config.dead_letter}`;
-  syncRows("#dead", q.dead_letters, DEAD_SPEC);
+  syncRows("#dead", q.dead_letters, deadSpec(q));
+  document.getElementById("item-count").textContent =
+    `(${fmt(q.items.length)} oldest of ${fmt(q.waiting + q.in_flight)})`;
+  syncRows("#items", q.items, itemSpec(q.node));
   syncRows("#affiliations", q.affiliations || [], AFFILIATION_SPEC);
   const c = q.config;
   document.getElementById("config").textContent =
@@ -324,6 +436,7 @@ function start() {
   const page = document.body.dataset.page;
   const refresh = page === "queue" ? refreshQueue : refreshOverview;
   setUpSignIn(refresh);
+  if (page === "overview") setUpOverview();
   const tick = async () => {
     try {
       await refresh();
