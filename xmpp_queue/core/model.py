@@ -98,10 +98,11 @@ class Actor:
 
     jid: str
     system: bool = False
+    # Derived once: access checks ask for it many times per operation.
+    bare: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def bare(self) -> str:
-        return bare(self.jid)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bare", bare(self.jid))
 
 
 SYSTEM = Actor(jid="", system=True)

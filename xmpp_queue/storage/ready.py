@@ -120,8 +120,12 @@ class ReadyLevels:
         return sum(q.heap_size() for q in self._levels.values())
 
     def live_levels(self) -> list[tuple[int, ReadyQueue]]:
-        """Non-empty levels, highest first."""
-        return sorted(((lv, q) for lv, q in self._levels.items() if len(q)), reverse=True)
+        """Non-empty levels, highest first (one level: no sorting, the common case)."""
+        levels = self._levels
+        if len(levels) == 1:
+            for level, queue in levels.items():
+                return [(level, queue)] if len(queue) else []
+        return sorted(((lv, q) for lv, q in levels.items() if len(q)), reverse=True)
 
     def first(self, limit: int) -> list[str]:
         """Item ids, highest level first, seq order within a level (no ageing)."""

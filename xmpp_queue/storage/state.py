@@ -605,8 +605,10 @@ class MemoryState:
             self.promote_due(ns, now)
         items = ns.items
         levels = ns.queue.ready.live_levels()
-        if len(levels) <= 1:
-            found = [items[i] for i in ns.queue.ready.first(limit)]
+        if not levels:
+            return []
+        if len(levels) == 1:
+            found = [items[i] for i in levels[0][1].first(limit)]
         else:
             found = by_priority(items, levels, now, limit, ns.node.config.queue_priority_age)
         for i in found:
