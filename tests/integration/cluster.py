@@ -13,17 +13,20 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from slixmpp import ClientXMPP
 from slixmpp.exceptions import IqError, IqTimeout
 
 from tests.integration.queue_helpers import publish
-from tests.kit.integration import ComponentProcess
+from tests.kit.integration import ComponentProcess, XmppServer, make_component
 
 ACQUIRED = "event=lease_acquired"
 STEPPED_DOWN = "event=stepped_down"
 STANDING_BY = "event=standing_by"
 CONNECTED = "event=connected"
+
+LEASE = 2  # seconds: short, so a paused process is replaced quickly in tests
 
 
 class Cluster:
@@ -136,3 +139,36 @@ async def timed_takeover(
     if refill is not None:
         await refill()
     return answered - started
+
+
+def make_cluster(server: XmppServer, url: str, tmp_path: Path, **options: object) -> Cluster:
+    """A migrated database *url* and a config with a short lease; no process yet."""
+    base = make_component(server, url, tmp_path / "cluster", **options)  # type: ignore[arg-type]
+    text = base.config_path.read_text().replace(
+        f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
+    )
+    base.config_path.write_text(text)
+    base.migrate()
+    return Cluster(base)
+
+
+async def held_locks(url: str, node: str) -> dict[str, tuple[str | None, object]]:
+    """item id -> (lock holder's JID, lock deadline) of *node*'s locked items."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from tests.integration.queue_helpers import async_database_url
+
+    engine = create_async_engine(async_database_url(url))
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT item_id, lock_jid, lock_expires_at FROM items "
+                    "WHERE node_id = :node AND locked_by IS NOT NULL"
+                ),
+                {"node": node},
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+    finally:
+        await engine.dispose()

@@ -22,11 +22,17 @@ import os
 import random
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import Cluster, timed_takeover, until_answered
+from tests.integration.cluster import (
+    LEASE,
+    Cluster,
+    held_locks,
+    make_cluster,
+    timed_takeover,
+    until_answered,
+)
 from tests.integration.queue_helpers import (
     Publisher,
     QueueWorker,
@@ -36,50 +42,18 @@ from tests.integration.queue_helpers import (
     unique,
     wait_until,
 )
-from tests.kit.integration import make_component, xmpp_queue_cli
+from tests.kit.integration import xmpp_queue_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
-LEASE = 2  # seconds: short, so a paused process is replaced quickly in tests
 TAKEOVER_BOUND = 5.0  # the documented target, kill to the first answered publish
-
-
-def _cluster(server: object, url: str, tmp_path: Path, **options: object) -> Cluster:
-    base = make_component(server, url, tmp_path / "cluster", **options)  # type: ignore[arg-type]
-    text = base.config_path.read_text().replace(
-        f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
-    )
-    base.config_path.write_text(text)
-    base.migrate()
-    return Cluster(base)
 
 
 @pytest.fixture
 async def cluster(xmpp_server, pg_database, tmp_path):  # type: ignore[no-untyped-def]
-    made = _cluster(xmpp_server, pg_database, tmp_path)
+    made = make_cluster(xmpp_server, pg_database, tmp_path)
     yield made
     await made.stop()
-
-
-async def _locks(url: str, node: str) -> dict[str, tuple[str | None, object]]:
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    from tests.integration.queue_helpers import async_database_url
-
-    engine = create_async_engine(async_database_url(url))
-    try:
-        async with engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT item_id, lock_jid, lock_expires_at FROM items "
-                    "WHERE node_id = :node AND locked_by IS NOT NULL"
-                ),
-                {"node": node},
-            )
-            return {r[0]: (r[1], r[2]) for r in rows}
-    finally:
-        await engine.dispose()
 
 
 async def test_a_standby_takes_over_a_killed_active_and_locks_keep_their_deadlines(
@@ -99,7 +73,7 @@ async def test_a_standby_takes_over_a_killed_active_and_locks_keep_their_deadlin
     for n in range(3):
         await publish(owner, node, f"held-{n}")
     await wait_until(lambda: len(worker.held) == 2, 10, "two items locked to the worker")
-    before = await _locks(pg_database, node)
+    before = await held_locks(pg_database, node)
     assert len(before) == 2
 
     status = xmpp_queue_cli("status", "-c", str(first.config_path))
@@ -111,7 +85,7 @@ async def test_a_standby_takes_over_a_killed_active_and_locks_keep_their_deadlin
     assert await cluster.wait_active() is second
     assert seconds < TAKEOVER_BOUND * 2, f"takeover took {seconds:.2f}s"  # slack for a busy CI
     # The locks kept their holders and deadlines: the lock clock did not restart.
-    after = await _locks(pg_database, node)
+    after = await held_locks(pg_database, node)
     assert {k: v for k, v in after.items() if k in before} == before
     # and the worker acks them through the new active process
     worker.frozen = False
@@ -123,7 +97,7 @@ async def test_a_standby_takes_over_a_killed_active_and_locks_keep_their_deadlin
 async def test_a_paused_active_is_fenced_and_stands_by_when_it_resumes(
     prosody, pg_database, tmp_path, client
 ) -> None:
-    cluster = _cluster(prosody, pg_database, tmp_path)
+    cluster = make_cluster(prosody, pg_database, tmp_path)
     try:
         old = cluster.add()
         await cluster.wait_active()
@@ -166,7 +140,7 @@ async def test_a_standby_is_alive_but_not_ready_and_the_active_is_ready(
     """So a supervisor restarts neither, and a balancer routes to the active one."""
     import aiohttp
 
-    cluster = _cluster(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
+    cluster = make_cluster(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
     try:
         active = cluster.add()
         await cluster.wait_active()
@@ -239,7 +213,7 @@ async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(
     most_locked = 0  # the service's own count of locks per worker, sampled as we go
     try:
         while cluster.takeovers() < CHAOS_TAKEOVERS:
-            per_worker = Counter(jid for jid, _ in (await _locks(pg_database, node)).values())
+            per_worker = Counter(jid for jid, _ in (await held_locks(pg_database, node)).values())
             most_locked = max([most_locked, *per_worker.values()])
             active = await cluster.wait_active(within=30)
             await asyncio.sleep(rng.uniform(0.5, 1.5))  # work flows for a while
@@ -298,7 +272,7 @@ async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(
     doubles = {i: n for i, n in worker_acks.items() if n > published_rows[i]}
     assert not doubles, f"acked successfully more often than published: {doubles}"
     # No item in two places: the queue is empty and there is no dead letter.
-    assert await _locks(pg_database, node) == {}
+    assert await held_locks(pg_database, node) == {}
     assert not any(kind == "dead_lettered" for kind, _, _ in rows)
     duplicates = sum(max(0, n - 1) for w in workers for n in w.deliveries.values())
     republished = sum(1 for i in items if published_rows[i] > 1)
