@@ -79,7 +79,9 @@ def service_settings(settings: Settings) -> ServiceSettings:
             settings.queue.node_config(), access_model=access.node_access_model
         ),
         admins=settings.admins.jids,
-        access=access.policy(),
+        access=dataclasses.replace(
+            access.policy(), own_domain=settings.component.jid.split("/")[0].split("@")[-1]
+        ),
         limits=settings.limits.limits(),
         queue_access_model=access.queue_access_model,
         expose_publishers=access.expose_publishers,
@@ -185,6 +187,8 @@ async def _serve_term(
 ) -> int | None:
     """Serve until stopped (its exit status) or until the lease is lost (None)."""
     from xmpp_queue.admin.commands import register_admin_commands
+    from xmpp_queue.push.policy import PushPolicy
+    from xmpp_queue.push.registry import PushSubscriptions
     from xmpp_queue.runtime.outbox import Outbox
     from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
     from xmpp_queue.runtime.scheduler import DeadlineScheduler
@@ -215,8 +219,14 @@ async def _serve_term(
     # Every effect leaves through the outbox; the component is its (XMPP) sink.
     outbox = Outbox()
     deadlines = DeadlineScheduler(service, outbox, service.clock)
+    # Push subscriptions are routes of the outbox to HTTP sinks (push/registry.py).
+    domain = comp.jid.split("/")[0].split("@")[-1]
+    pushes = PushSubscriptions(
+        service, outbox, PushPolicy.from_settings(settings.push), domain, observer=metrics
+    )
     try:
         await service.start()
+        await pushes.start()
         component = QueueComponent(
             comp.jid,
             comp.secret,
@@ -241,6 +251,7 @@ async def _serve_term(
             send_effects=outbox.send,
             on_redrive=metrics.redrive_done if metrics is not None else None,
             read_payload=canonical_payload_text,
+            push=pushes,
         )
         if observed is not None:
             try:
@@ -276,6 +287,7 @@ async def _serve_term(
         if keeper is not None:
             keeper.cancel()
         await deadlines.stop()
+        await pushes.close()  # POSTs in flight end; their items return at their lock timeout
         if ops is not None:
             await ops.stop()
         try:

@@ -228,6 +228,24 @@ class HttpSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PushSettings:
+    """``[push]``: where push subscriptions may send (``push/policy.py`` has the rules).
+
+    ``allowed_hosts``: exact names, ``.suffix`` names or ``"*"``; empty (the
+    default) refuses every endpoint. ``allowed_networks``: CIDR blocks whose
+    loopback/private addresses are allowed (others are always refused).
+    ``allow_http``: plain http besides https. ``request_timeout`` seconds per POST;
+    ``max_connections`` bounds the HTTP client over all push subscriptions.
+    """
+
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_networks: tuple[str, ...] = ()
+    allow_http: bool = False
+    request_timeout: int = 30
+    max_connections: int = 64
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """The whole file. ``source`` is where it was read from (None when built in code)."""
 
@@ -239,6 +257,7 @@ class Settings:
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     http: HttpSettings | None = None
+    push: PushSettings = field(default_factory=PushSettings)
     pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None
 
@@ -324,6 +343,25 @@ def _host_names(key: str, value: object) -> tuple[str, ...]:
         if ":" in name.strip("[]") and not name.startswith("[") and name.count(":") == 1:
             raise ConfigError(f"{key}[{i}]", f"expected a name without a port, got {name!r}")
     return names
+
+
+def _push_hosts(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected an array of host names, got {_show(value)}")
+    return tuple(_host(f"{key}[{i}]", v).lower() for i, v in enumerate(value))
+
+
+def _networks(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected an array of CIDR blocks, got {_show(value)}")
+    out = []
+    for i, v in enumerate(value):
+        text = _string(f"{key}[{i}]", v).strip()
+        try:
+            out.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{key}[{i}]", f"expected a CIDR block, got {_show(v)}") from None
+    return tuple(out)
 
 
 def _database_url(key: str, value: object) -> str:
@@ -489,6 +527,13 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_nodes": _integer(1, 10_000),
         "allowed_hosts": _host_names,
     },
+    "push": {
+        "allowed_hosts": _push_hosts,
+        "allowed_networks": _networks,
+        "allow_http": _boolean,
+        "request_timeout": _integer(1, 3600, "seconds"),
+        "max_connections": _integer(1, 10_000),
+    },
 }
 _REQUIRED = {"component": ("jid", "secret")}
 _PASS_THROUGH = ("pipeline", "admin")  # validated by their own modules (admin: the CLI)
@@ -560,6 +605,7 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
         limits=LimitsSettings(**_section(data, "limits")),
         logging=LoggingSettings(**_section(data, "logging")),
         http=http,
+        push=PushSettings(**_section(data, "push")),
         pipeline=MappingProxyType(dict(pipeline)),
         source=source,
     )

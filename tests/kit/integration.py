@@ -156,6 +156,7 @@ def config_toml(
     limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
     http: Mapping[str, Any] | None = None,
+    push: Mapping[str, Any] | None = None,
 ) -> str:
     """A config.toml for the component on *server*, with an [http] table if *http*;
     [access] and [limits] left out keep their defaults (users and creators of the
@@ -176,6 +177,8 @@ def config_toml(
     }
     if http is not None:
         sections["http"] = http
+    if push is not None:
+        sections["push"] = push
     lines: list[str] = []
     for name, values in sections.items():
         lines.append(f"[{name}]")
@@ -325,6 +328,7 @@ def make_component(
     limits: Mapping[str, Any] | None = None,
     log_level: str = "INFO",
     http: Mapping[str, Any] | None = None,
+    push: Mapping[str, Any] | None = None,
 ) -> ComponentProcess:
     """Write the config file of a component (not started, not migrated)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -342,6 +346,7 @@ def make_component(
             limits=limits,
             log_level=log_level,
             http=http,
+            push=push,
         )
     )
     return ComponentProcess(config_path, workdir / f"{stem}.log", database_url, server, jid)

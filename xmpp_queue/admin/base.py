@@ -13,7 +13,7 @@ import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xmpp_queue.admin.flow import CommandSession, Step
 from xmpp_queue.admin.forms import Submitted, add_node_choice, new_form
@@ -45,6 +45,7 @@ class AdminContext:
     database_url: str | None = None
     on_redrive: RedriveObserver | None = None
     read_payload: PayloadReader | None = None
+    push: Any = None  # push/registry.py's PushSubscriptions (admin/push_levers.py)
 
     def now(self) -> datetime:
         return self.service.clock()

@@ -56,6 +56,7 @@ from xmpp_queue.admin.item_levers import (
 )
 from xmpp_queue.admin.member_levers import NodeAffiliations
 from xmpp_queue.admin.node_levers import CreateNode, DeleteNode, PurgeQueue
+from xmpp_queue.admin.push_levers import PushAdd, PushList, PushRemove
 from xmpp_queue.admin.queue_levers import (
     ConfigureQueue,
     KickSubscriber,
@@ -86,6 +87,9 @@ ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
     RedriveDeadLetters,
     KickSubscriber,
     ConfigureQueue,
+    PushList,
+    PushAdd,
+    PushRemove,
     CreateNode,
     DeleteNode,
     ServiceStatusCommand,
@@ -108,6 +112,7 @@ def register_admin_commands(
     session_ttl: float = 900.0,
     on_redrive: RedriveObserver | None = None,
     read_payload: PayloadReader | None = None,
+    push: Any = None,
 ) -> None:
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
@@ -117,6 +122,7 @@ def register_admin_commands(
     *database_url* is shown by "Service status" with its password masked.
     *on_redrive* is told (queue node, items moved) after each redrive (metrics).
     *read_payload* checks and canonicalises the payload "Publish an item" is given.
+    *push* is the push subscriptions' registry (None: the push commands say so).
     """
     AdminCommandSet(
         component,
@@ -127,6 +133,7 @@ def register_admin_commands(
         session_ttl=session_ttl,
         on_redrive=on_redrive,
         read_payload=read_payload,
+        push=push,
     ).install()
 
 
@@ -145,6 +152,7 @@ class AdminCommandSet:
         monotonic: Callable[[], float] = time.monotonic,
         on_redrive: RedriveObserver | None = None,
         read_payload: PayloadReader | None = None,
+        push: Any = None,
     ) -> None:
         self.component = component
         self.service = service
@@ -153,7 +161,7 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(service, database_url, on_redrive, read_payload)
+        context = AdminContext(service, database_url, on_redrive, read_payload, push)
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property

@@ -326,6 +326,16 @@ SUBSCRIBE_OPTION_FIELDS: tuple[ConfigField, ...] = (
 )
 _SUB_BY_VAR = {f.var: f for f in SUBSCRIBE_OPTION_FIELDS}
 
+SERVICE_OPTION_PREFIX = "xmpp-queue#"
+"""Subscription options under this prefix are the service's own, kept opaque (a push
+subscription's endpoint, ``push/``): only the system actor may set them (the service
+checks), no subscriber sees them (the options form shows the ``pubsub#`` fields)."""
+
+
+def service_options(values: Mapping[str, Sequence[str]]) -> list[str]:
+    """The service's own option names among *values* (see SERVICE_OPTION_PREFIX)."""
+    return [var for var in values if var.startswith(SERVICE_OPTION_PREFIX)]
+
 
 def parse_subscribe_options(
     values: Mapping[str, Sequence[str]], current: SubscribeOptions | None = None
@@ -343,6 +353,9 @@ def parse_subscribe_options(
         if var == "FORM_TYPE":
             continue
         spec = _SUB_BY_VAR.get(var)
+        if var.startswith(SERVICE_OPTION_PREFIX):
+            raw[var] = tuple(raw_values)
+            continue
         if spec is None:
             if var.startswith("pubsub#"):
                 raise InvalidOptions(var, "unknown or unsupported subscription option")

@@ -45,6 +45,7 @@ from xmpp_queue.core.errors import (
     BadRequest,
     Forbidden,
     InvalidJid,
+    InvalidOptions,
     InvalidSubId,
     ItemRequired,
     NodeExists,
@@ -75,6 +76,7 @@ from xmpp_queue.core.node_config import (
     apply_config,
     check_preconditions,
     parse_subscribe_options,
+    service_options,
 )
 from xmpp_queue.core.node_types import NodeTypes
 from xmpp_queue.core.ordering_config import check_ordering_change
@@ -565,6 +567,7 @@ class PubSubService:
             mine = await w.tx.subscriptions.for_jid(jid, node)
             check_access(n, aff, Action.SUBSCRIBE, mine)
             current = options_of(mine[0]) if mine else None
+            _check_service_options(actor, options or {})
             opts = parse_subscribe_options(options or {}, current)
             policy = self._types.of(n)
             policy.check_options(n, jid, opts)
@@ -660,6 +663,7 @@ class PubSubService:
         async def op(w: Work) -> Subscription:
             n = await self._ctx.node(w, node)
             sub = await self._find_subscription(w, node, jid, subid, actor, modify=True)
+            _check_service_options(actor, values)
             opts = parse_subscribe_options(values, options_of(sub))
             self._types.of(n).check_options(n, jid, opts)
             updated = dataclasses.replace(
@@ -812,3 +816,10 @@ class PubSubService:
 
     async def status(self, actor: Actor) -> ServiceStatus:
         return await self.admin.status(actor)
+
+
+def _check_service_options(actor: Actor, values: Mapping[str, Sequence[str]]) -> None:
+    """Only the service itself sets its own options (node_config.SERVICE_OPTION_PREFIX)."""
+    if not actor.system:
+        for var in service_options(values):
+            raise InvalidOptions(var, "reserved for the service")

@@ -99,6 +99,10 @@ class ServiceAccess:
 
     users: JidSet = JidSet()
     creators: JidSet | None = JidSet()
+    own_domain: str | None = None
+    """The component's own domain: addresses there are the service's own (a push
+    subscription's ``push+<id>@`` JID, which acks what it pushed); no XMPP client can
+    hold one, so they are admitted (not allowed to create: ``may_create``)."""
 
     @classmethod
     def for_domain(cls, domain: str) -> ServiceAccess:
@@ -111,7 +115,9 @@ class ServiceAccess:
         return cls(JidSet.of([EVERYONE]), None)
 
     def admits(self, actor: Actor, admins: frozenset[str]) -> bool:
-        return actor.system or actor.bare in admins or self.users.contains(actor.jid)
+        if actor.system or actor.bare in admins or self.users.contains(actor.jid):
+            return True
+        return self.own_domain is not None and domain_of(actor.bare) == self.own_domain
 
     def may_create(self, actor: Actor, admins: frozenset[str]) -> bool:
         if actor.system or actor.bare in admins:

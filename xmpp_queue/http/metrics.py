@@ -229,6 +229,25 @@ class QueueMetrics:
         self.disconnects = Counter(
             f"{PREFIX}_xmpp_disconnects", "Component streams that ended", registry=r
         )
+        self.push_requests = Counter(
+            f"{PREFIX}_push_requests",
+            "Push POSTs answered, by node, push subscriber and status ('error': no answer)",
+            ["node", "subscriber", "status"],
+            registry=r,
+        )
+        self.push_seconds = Histogram(
+            f"{PREFIX}_push_seconds",
+            "Time from a push POST to its answer (or failure)",
+            ["node"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.push_window = Gauge(
+            f"{PREFIX}_push_window",
+            "The push-back window (POSTs allowed in flight) of each push subscriber",
+            ["node", "subscriber"],
+            registry=r,
+        )
         self.queue_state = QueueStateCollector(self.labels)
         r.register(self.queue_state)  # type: ignore[arg-type]
         self.totals: Tally[tuple[str, EventKind]] = Tally()
@@ -286,6 +305,16 @@ class QueueMetrics:
     def redrive_done(self, queue: str, moved: int) -> None:
         if moved > 0:
             self.redriven.labels(self.labels(queue)).inc(moved)
+
+    def push_answered(
+        self, subscriber: str, node: str, status: str, seconds: float, window: int
+    ) -> None:
+        """A push sink's answer (push/sink.py's PushObserver). The subscriber label is
+        the push JID (``push+<id>@...``), never the endpoint URL or its secrets."""
+        label = self.labels(node)
+        self.push_requests.labels(label, subscriber, status).inc()
+        self.push_seconds.labels(label).observe(seconds)
+        self.push_window.labels(label, subscriber).set(window)
 
     def session_started(self, *_: Any) -> None:
         self._sessions += 1

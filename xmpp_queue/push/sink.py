@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import aiohttp
 
@@ -41,6 +42,7 @@ from xmpp_queue.core.effects import Effect, ItemNotice, NoticeItem, UnlockNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.push.policy import EndpointRefused, PushPolicy
 from xmpp_queue.push.window import PushWindow
 from xmpp_queue.runtime.outbox import Outbox
 
@@ -59,6 +61,14 @@ class PushEndpoint:
     secret: bytes | None = field(default=None, repr=False)
     timeout: float = 30.0  # seconds; keep it under the node's lock timeout
     max_in_flight: int = 8  # the push window's ceiling
+
+
+class PushObserver(Protocol):
+    """Told of every answer (the metrics): status label, seconds taken, window after."""
+
+    def push_answered(
+        self, subscriber: str, node: str, status: str, seconds: float, window: int
+    ) -> None: ...
 
 
 def signature(secret: bytes, timestamp: int, body: bytes) -> str:
@@ -92,6 +102,9 @@ class PushSink:
         endpoint: PushEndpoint,
         session: aiohttp.ClientSession,
         wall_clock: Callable[[], float] = time.time,
+        *,
+        policy: PushPolicy | None = None,
+        observer: PushObserver | None = None,
     ) -> None:
         self._service = service
         self._outbox = outbox
@@ -99,6 +112,8 @@ class PushSink:
         self._actor = Actor(endpoint.subscriber)
         self._session = session
         self._wall_clock = wall_clock
+        self._policy = policy  # checked before each POST (IP literals skip the resolver)
+        self._observer = observer
         self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._waiting: dict[tuple[str, str], NoticeItem] = {}  # in arrival order
         self.window = PushWindow(endpoint.max_in_flight)
@@ -159,7 +174,10 @@ class PushSink:
     async def _push(self, node: str, item: NoticeItem) -> None:
         body = item_body(node, item)
         status: int | None = None
+        started = time.monotonic()
         try:
+            if self._policy is not None:
+                self._policy.check_url(self.endpoint.url)
             async with self._session.post(
                 self.endpoint.url,
                 data=body,
@@ -168,7 +186,7 @@ class PushSink:
                 timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
             ) as response:
                 status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError, EndpointRefused) as exc:
             log.info(
                 "event=push_failed subscriber=%s node=%s item=%s error=%s",
                 self.endpoint.subscriber,
@@ -179,6 +197,10 @@ class PushSink:
         label = "error" if status is None else str(status)
         self.statuses[label] = self.statuses.get(label, 0) + 1
         self.window.answered(status)
+        if self._observer is not None:
+            self._observer.push_answered(
+                self.endpoint.subscriber, node, label, time.monotonic() - started, self.window.size
+            )
         acked = status is not None and 200 <= status < 300
         try:
             if acked:
