@@ -15,7 +15,8 @@ from tests.kit.stores import SQL_BACKENDS, empty_database
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import Forbidden, NotAQueue, SnapshotNotFound
 from xmpp_queue.core.ledger import EventKind
-from xmpp_queue.core.model import Actor, Affiliation
+from xmpp_queue.core.model import Actor, Affiliation, new_item
+from xmpp_queue.core.replay import SeekReport
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.storage.state import COLD
 from xmpp_queue.storage.store import StateStore
@@ -190,11 +191,7 @@ async def test_publish_and_ack_in_one_batch_then_republish_of_a_retained_id(url:
     start = clock()
 
     async def both(w):  # type: ignore[no-untyped-def]
-        await w.tx.items.put(
-            __import__("xmpp_queue.core.model", fromlist=["new_item"]).new_item(
-                "jobs", "x", PUB.jid, "<x/>", 4, {}, w.now
-            )
-        )
+        await w.tx.items.put(new_item("jobs", "x", PUB.jid, "<x/>", 4, {}, w.now))
         return await w.tx.items.retain("jobs", "x", w.now)
 
     assert await service._ctx.read(both) is True
@@ -234,8 +231,8 @@ async def test_without_retention_an_ack_deletes_the_item(url: str) -> None:
     await _publish(service, clock, "a")
     await _work_all(service, clock, "a")
     assert await _stats(service) == (0, 0)
-    assert (await service.replay.seek_time(OWNER, "jobs", clock() - timedelta(1))).value == (
-        __import__("xmpp_queue.core.replay", fromlist=["SeekReport"]).SeekReport(0, 0)
-    )
+    assert (
+        await service.replay.seek_time(OWNER, "jobs", clock() - timedelta(1))
+    ).value == SeekReport(0, 0)
     await service.stop()
     await service._ctx.store.close()
