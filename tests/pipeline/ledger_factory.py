@@ -115,6 +115,18 @@ def _item_history(
             if rng.random() < 0.15:  # the publisher's retry, inside the dedup window
                 t += _micros(rng, 0.01, 2)
                 events.append((t, K.DEDUPLICATED, None, 0))
+            # Retention's rows, from a stream of their own (the main one stays as it was).
+            side = random.Random(f"{node}/{item_id}/{start.isoformat()}")
+            retention = side.random()
+            if retention < 0.08:  # retained, then its retention ended
+                t += _micros(side, 60, 120)
+                events.append((t, K.RETENTION_ENDED, None, deliveries))
+            elif retention < 0.16:  # retained, then a seek: waiting again at the end
+                t += _micros(side, 1, 60)
+                events.append((t, K.REPLAYED, None, 0))
+            elif retention < 0.22:  # the owner took a snapshot (a row of the node)
+                t += _micros(side, 0.01, 1)
+                events.append((t, K.SNAPSHOT, None, 0))
             return events, t
         if roll < 0.75:
             events.append((t, K.UNLOCKED, worker, deliveries))

@@ -19,6 +19,8 @@ from tests.pipeline.ledger_factory import Row
 from xmpp_queue.core.ledger import EventKind as K
 
 REMOVING = {K.ACKED, K.DEAD_LETTERED, K.RETRACTED, K.PURGED, K.DROPPED}
+NOT_AN_ITEM = {K.DEDUPLICATED, K.FILTERED, K.REPLAYED, K.RETENTION_ENDED, K.SNAPSHOT}
+ARRIVING = {K.PUBLISHED, K.REPLAYED}  # into the backlog
 KINDS = [k.value for k in K]
 
 
@@ -84,8 +86,8 @@ def lifecycles(rows: Iterable[Row]) -> dict[tuple[str, str, int], Lifecycle]:
     for (node, item_id), events in by_item.items():
         cycle = 0
         for row in sorted(events, key=lambda r: r.id):
-            if row.kind in (K.DEDUPLICATED, K.FILTERED):
-                continue  # a repeat publish, a filtered topic item: no lifecycle
+            if row.kind in NOT_AN_ITEM:
+                continue  # a repeat publish, a filtered topic item, retention: no lifecycle
             key = (node, item_id, cycle)
             life = result.setdefault(key, Lifecycle(node, item_id, cycle))
             life.max_deliveries = max(life.max_deliveries, row.deliveries)
@@ -131,7 +133,7 @@ def node_buckets(
         backlog = (opening or {}).get(node, 0)
         for b in range(lo, hi + 1, bucket_seconds):
             row = dict(counts.get((node, b), dict.fromkeys(KINDS, 0)))
-            backlog += row[K.PUBLISHED] - sum(row[k] for k in REMOVING)
+            backlog += sum(row[k] for k in ARRIVING) - sum(row[k] for k in REMOVING)
             row["backlog"] = backlog
             result[(node, b)] = row
     return result
@@ -140,7 +142,7 @@ def node_buckets(
 def opening_backlog(rows: Iterable[Row]) -> dict[str, int]:
     result: dict[str, int] = defaultdict(int)
     for row in rows:
-        if row.kind == K.PUBLISHED:
+        if row.kind in ARRIVING:
             result[row.node] += 1
         elif row.kind in REMOVING:
             result[row.node] -= 1

@@ -76,8 +76,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_event_details_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0006_event_details"
+def test_retention_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0007_retention"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0006_event_details"\n'
+        'down_revision = "0007_retention"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -127,7 +127,7 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0006_event_details"
+    assert migrations.current_revision(empty_db) == "0007_retention"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
 
@@ -289,7 +289,7 @@ def test_upgrading_to_event_details_keeps_ledger_rows_without_details(empty_db: 
 
     in_thread(fill())
     migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0006_event_details"
+    assert migrations.current_revision(empty_db) == migrations.head_revision()
     later = LedgerEvent(
         _NOW, EventKind.DEAD_LETTERED, "jobs", "a", "w@x/r", 2, 4, None, "max-deliveries"
     )
@@ -320,3 +320,66 @@ def test_upgrading_to_event_details_keeps_ledger_rows_without_details(empty_db: 
 
 
 _NOW = __import__("datetime").datetime(2026, 1, 1, 13, tzinfo=__import__("datetime").UTC)
+
+
+def test_upgrading_to_retention_keeps_items_waiting_and_locked(empty_db: str) -> None:
+    """Rows written under 0006 (a waiting item, a locked one) load after the
+    upgrade as queue items (``acked_at`` NULL: nothing is taken for retained),
+    with no snapshots; a downgrade to 0006 drops the column and the table."""
+    from sqlalchemy import text
+
+    from xmpp_queue.storage.store import StateStore
+
+    migrations.upgrade(empty_db, "0006_event_details")
+    rows = [
+        "INSERT INTO nodes (node_id, config, creator, created_at) VALUES "
+        """('jobs', '{"queue": true, "queue_retain_acked": 60}', 'o@x',"""
+        " '2026-01-01 12:00:00+00:00')",
+        "INSERT INTO subscriptions (node_id, subid, jid, state, queue_requests, created_at)"
+        " VALUES ('jobs', 's1', 'w@x/r', 'subscribed', 2, '2026-01-01 12:00:00+00:00')",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, deliveries, priority) VALUES ('jobs', 'waiting', 'p@x', '<a/>', 4,"
+        " '2026-01-01 12:00:00+00:00', '2026-01-01 12:00:00+00:00', 0, 1)",
+        "INSERT INTO items (node_id, item_id, publisher, payload, payload_size, published_at,"
+        " updated_at, locked_by, lock_jid, locked_at, lock_expires_at, deliveries, priority)"
+        " VALUES ('jobs', 'held', 'p@x', '<b/>', 4, '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:00:01+00:00', 's1', 'w@x/r', '2026-01-01 12:00:01+00:00',"
+        " '2026-01-01 12:05:01+00:00', 1, 1)",
+    ]
+
+    def write(conn: Connection) -> None:
+        for sql in rows:
+            conn.execute(text(sql))
+
+    async def fill() -> None:
+        engine = make_engine(empty_db)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(write)
+        finally:
+            await engine.dispose()
+
+    in_thread(fill())
+    migrations.upgrade(empty_db)
+    assert migrations.current_revision(empty_db) == "0007_retention"
+
+    async def read() -> tuple[dict[str, Any], int, list[Any]]:
+        store = await StateStore.open(empty_db)
+        try:
+            async with store.transaction() as tx:
+                found = {i.item_id: i for i in await tx.items.locked("jobs")}
+                found |= {i.item_id: i for i in await tx.items.next_ready("jobs", _NOW, 10)}
+                retained = await tx.items.retained_count("jobs")
+                return found, retained, await tx.nodes.snapshots("jobs")
+        finally:
+            await store.close()
+
+    items, retained, snapshots = in_thread(read())
+    assert set(items) == {"waiting", "held"} and retained == 0 and snapshots == []
+    assert {i.acked_at for i in items.values()} == {None}
+    assert items["held"].locked_by == "s1" and items["waiting"].payload == "<a/>"
+
+    migrations.downgrade(empty_db, "0006_event_details")
+    assert "queue_snapshots" not in _inspect(empty_db, _tables)
+    columns = _inspect(empty_db, lambda c: {x["name"] for x in inspect(c).get_columns("items")})
+    assert "acked_at" not in columns and "ordering_key" in columns

@@ -8,7 +8,9 @@ refused) and ``eu`` (``attributes.region = "eu" OR attributes:vip``). Rules:
 publishes to the topic by its publisher and by a stranger (refused), with
 random attributes (sometimes a forged reserved one: refused), workers
 subscribing to either queue, acks and nacks of held items, lock timeouts that
-dead-letter, and restarts.
+dead-letter, and restarts. ``all`` keeps acked items for 45 s
+(``pubsub#queue_retain_acked``): its owner seeks to a time, takes snapshots and
+seeks to them (one that does not exist: refused), and time ends retention.
 
 After every step it checks:
 
@@ -18,7 +20,12 @@ After every step it checks:
   does not match (no ``published`` row there, one ``filtered`` row instead);
 - **refusals change nothing**: a refused publish to the topic left the topic,
   both queues and the ledger exactly as they were;
-- **reload**: after a restart the store equals the one that was running.
+- **a seek never loses an unacked item**: every item waiting or locked before a
+  seek is waiting or locked after it, a locked one by the same holder;
+- **retained items are not delivered** unless a seek brought them back: after
+  an item's ack, its next delivery comes only after a ``replayed`` row;
+- **reload**: after a restart the store equals the one that was running
+  (retained items and snapshots included).
 """
 
 from __future__ import annotations
@@ -46,13 +53,24 @@ from tests.kit import FakeClock
 from tests.kit.stores import SQL_BACKENDS, empty_pg
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
-from xmpp_queue.core.model import Actor, Affiliation
+from xmpp_queue.core.model import Actor, Affiliation, PageRequest
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.core.topic_filter import matches
 from xmpp_queue.storage.store import StateStore
 
-from .test_properties import SETTINGS, snapshot
+from .test_properties import SETTINGS
+from .test_properties import snapshot as queue_snapshot
+
+
+async def snapshot(store: StateStore) -> tuple[Any, ...]:
+    """The queue machine's snapshot plus every node's retained items and snapshots."""
+    nodes, items, subs, affs, ledger = await queue_snapshot(store)
+    async with store.transaction() as tx:
+        retained = {n.node_id: await tx.items.retained(n.node_id) for n in nodes}
+        taken = {n.node_id: await tx.nodes.snapshots(n.node_id) for n in nodes}
+    return nodes, items, subs, affs, ledger, retained, taken
+
 
 TOPIC = "billing"
 FILTER = 'attributes.region = "eu" OR attributes:vip'
@@ -62,9 +80,28 @@ PUB = Actor("pub@example.org/engine")
 ADMIN = Actor("admin@example.org/console")
 STRANGER = Actor("eve@elsewhere.example/x")
 WORKERS = tuple(Actor(f"w{n}@example.org/r{n}") for n in range(1, 3))
-IN_QUEUE = {EventKind.PUBLISHED, EventKind.DELIVERED, EventKind.UNLOCKED, EventKind.EXPIRED}
-GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED, EventKind.DROPPED}
-NOT_A_MOVE = {EventKind.DEDUPLICATED, EventKind.FILTERED, EventKind.EXTENDED}
+IN_QUEUE = {
+    EventKind.PUBLISHED,
+    EventKind.DELIVERED,
+    EventKind.UNLOCKED,
+    EventKind.EXPIRED,
+    EventKind.REPLAYED,
+}
+GONE = {
+    EventKind.ACKED,
+    EventKind.RETRACTED,
+    EventKind.PURGED,
+    EventKind.DROPPED,
+    EventKind.RETENTION_ENDED,
+}
+NOT_A_MOVE = {
+    EventKind.DEDUPLICATED,
+    EventKind.FILTERED,
+    EventKind.EXTENDED,
+    EventKind.SNAPSHOT,
+}
+RETAINING = "all"  # the queue that keeps acked items for RETAIN seconds
+RETAIN = "45"
 
 Opener = Callable[[], Awaitable[StateStore]]
 Reopener = Callable[[], Awaitable[StateStore]] | None
@@ -132,6 +169,7 @@ class TopicMachine(RuleBasedStateMachine):
                 "pubsub#queue_lock_timeout": ["30"],
                 "pubsub#queue_max_deliveries": ["2"],
                 "pubsub#queue_retry_delay": ["0"],
+                "pubsub#queue_retain_acked": [RETAIN if queue == RETAINING else "0"],
             }
             self.run(self.service.create_node(OWNER, queue, config))
             members = [(w.bare, Affiliation.MEMBER) for w in WORKERS]
@@ -186,6 +224,57 @@ class TopicMachine(RuleBasedStateMachine):
             verb = self.service.unlock if nack else self.service.retract
             self.attempt(lambda: verb(worker, queue, item_id))  # noqa: B023 (run at once)
 
+    def _unacked(self) -> dict[str, str | None]:
+        """Item id -> lock holder (None: waiting) of the retaining queue."""
+
+        async def read() -> dict[str, str | None]:
+            async with self.store.transaction() as tx:
+                page = await tx.items.page(RETAINING, PageRequest())
+                return {i.item_id: i.lock_jid for i in page.items}
+
+        return self.run(read())  # type: ignore[no-any-return]
+
+    def _seek_keeps_unacked(self, call: Callable[[], Awaitable[Any]]) -> None:
+        before = self._unacked()
+        self.attempt(call)
+        after = self._unacked()
+        for item_id, holder in before.items():
+            assert item_id in after, ("a seek lost an unacked item", item_id)
+            if holder is not None:
+                assert after[item_id] == holder, ("a seek moved a lock", item_id)
+
+    @rule(back=st.sampled_from([0, 15, 40, 1000]))
+    def seek_to_a_time(self, back: int) -> None:
+        to = self.clock() - timedelta(seconds=back)
+        self._seek_keeps_unacked(lambda: self.service.replay.seek_time(OWNER, RETAINING, to))
+
+    @rule(name=st.sampled_from(["s1", "s2"]))
+    def take_snapshot(self, name: str) -> None:
+        self.attempt(lambda: self.service.replay.take_snapshot(OWNER, RETAINING, name))
+
+    @rule(name=st.sampled_from(["s1", "s2", "missing"]))
+    def seek_to_a_snapshot(self, name: str) -> None:
+        self._seek_keeps_unacked(lambda: self.service.replay.seek_snapshot(OWNER, RETAINING, name))
+
+    @invariant()
+    def retained_items_are_delivered_only_after_a_replay(self) -> None:
+        state = self.run(snapshot(self.store))
+        acked: set[tuple[str, str]] = set()
+        for event in state[4]:
+            key = (event.node, event.item_id)
+            if event.kind is EventKind.ACKED:
+                acked.add(key)
+            elif event.kind is EventKind.REPLAYED:
+                assert key in acked, ("replayed without an ack", key)
+                acked.discard(key)
+            elif event.kind is EventKind.DELIVERED:
+                assert key not in acked, ("a retained item was delivered", key)
+            elif event.kind is EventKind.RETENTION_ENDED:
+                assert key in acked and event.node == RETAINING, key
+        retained = {i.item_id for i in state[5].get(RETAINING, ())}
+        assert retained <= {item for node, item in acked if node == RETAINING}
+        assert not any(state[5].get(q) for q in QUEUES if q != RETAINING)
+
     @rule(seconds=st.sampled_from([10, 31]))
     def time_passes(self, seconds: int) -> None:
         self.clock.now += timedelta(seconds=seconds)
@@ -208,7 +297,7 @@ class TopicMachine(RuleBasedStateMachine):
     def every_topic_item_is_once_in_every_matching_queue(self) -> None:
         state = self.run(snapshot(self.store))
         self.last = state
-        _, items, _, _, ledger = state
+        _, items, _, _, ledger, _, _ = state
         topic_ids = {i.item_id for i in items.get(TOPIC, ())}
         for queue, text in QUEUES.items():
             dead = f"{queue}/dead-letter"

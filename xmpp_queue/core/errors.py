@@ -219,6 +219,15 @@ class ItemNotFound(PubSubError):
         self.item_id = item_id
 
 
+class SnapshotNotFound(PubSubError):
+    """A seek to, or deletion of, a snapshot the queue does not have."""
+
+    def __init__(self, node: str, name: str) -> None:
+        super().__init__(f"no snapshot {name} of node {node}")
+        self.node = node
+        self.name = name
+
+
 class PageNotFound(PubSubError):
     """The item an XEP-0059 after/before refers to no longer exists."""
 

@@ -35,6 +35,11 @@ class EventKind(enum.StrEnum):
     DEDUPLICATED = "deduplicated"  # a publish of an id inside the dedup window: stored nothing
     DROPPED = "dropped"  # expired or truncated on a node that drops rather than dead-letters
     FILTERED = "filtered"  # a topic item a bound queue's filter kept out: stored nothing
+    # Retention and replay (docs/queueing.md): none of these starts or ends a
+    # lifecycle of the pipeline's report (an acked item stays acked there).
+    REPLAYED = "replayed"  # a retained item waiting again after a seek (reason: its target)
+    RETENTION_ENDED = "retention_ended"  # a retained item deleted at its retention's end
+    SNAPSHOT = "snapshot"  # a snapshot taken (item_id: its name; reason: taken/deleted)
 
 
 REASON_EXPIRED = "expired"

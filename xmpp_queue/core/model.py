@@ -165,6 +165,8 @@ class NodeConfig:
     # bound to (every item published there is copied here) and the filter over attributes.
     queue_topic: str = ""
     queue_filter: str = ""
+    # Retention and replay (docs/queueing.md, "Retention, seek and snapshots").
+    queue_retain_acked: int = 0  # seconds an acked item is kept for a seek; 0 = off
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,8 @@ class Item:
     counts hand-outs. ``headers`` carry metadata such as a dead letter's origin
     (rendered as XEP-0131 SHIM headers). ``ordering_key`` (from the publisher's
     ``ordering-key`` attribute) groups items whose order matters on an ordered queue.
+    ``acked_at`` is set only on a retained item (``pubsub#queue_retain_acked``):
+    acked, kept for a seek, never handed out, never counted in the backlog.
     """
 
     node: str
@@ -205,6 +209,7 @@ class Item:
     priority: int = 1
     expires_at: datetime | None = None
     ordering_key: str | None = None
+    acked_at: datetime | None = None
 
 
 class Urgency(enum.IntEnum):
@@ -345,3 +350,18 @@ class ItemPage:
     paged: bool = False
     show_publisher: bool = False
     backward: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A queue's named snapshot (docs/queueing.md, "Retention, seek and snapshots").
+
+    ``mark_seq`` is the first seq not yet handed out when it was taken: a seek
+    to it brings back every retained item published after (seq >= mark_seq) or
+    acked after ``created_at`` (so unacked then).
+    """
+
+    node: str
+    name: str
+    created_at: datetime
+    mark_seq: int

@@ -38,6 +38,7 @@ from xmpp_queue.core.model import (
     SendLastPublished,
 )
 from xmpp_queue.core.ordering_config import ORDERING_FIELDS
+from xmpp_queue.core.replay_config import REPLAY_FIELDS
 from xmpp_queue.core.topic_config import TOPIC_FIELDS
 
 __all__ = ["ConfigField", "parse_bool", "render_value"]
@@ -204,6 +205,7 @@ NODE_CONFIG_FIELDS: tuple[ConfigField, ...] = (
     *MESSAGE_FIELDS,
     *ORDERING_FIELDS,
     *TOPIC_FIELDS,
+    *REPLAY_FIELDS,
 )
 
 _BY_VAR = {f.var: f for f in NODE_CONFIG_FIELDS}

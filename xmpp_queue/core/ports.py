@@ -28,6 +28,7 @@ from xmpp_queue.core.model import (
     Node,
     NodeConfig,
     PageRequest,
+    Snapshot,
     Subscription,
 )
 
@@ -70,6 +71,14 @@ class NodeRepository(Protocol):
     async def bound_to(self, topic: str) -> list[Node]:
         """The queue nodes whose ``queue_topic`` is *topic*, from an index (a
         publish to a topic asks this; it must not scan every node)."""
+
+    async def snapshots(self, node_id: str) -> list[Snapshot]:
+        """The node's named snapshots, by name."""
+
+    async def take_snapshot(self, node_id: str, name: str, at: datetime) -> Snapshot:
+        """Record (or replace) snapshot *name* of the node as of now."""
+
+    async def drop_snapshot(self, node_id: str, name: str) -> bool: ...
 
 
 class AffiliationRepository(Protocol):
@@ -154,7 +163,29 @@ class ItemRepository(Protocol):
         """
 
     async def remove_all(self, node_id: str) -> list[Item]:
-        """Purge: delete every item of the node and return them (payloads may be None)."""
+        """Purge: delete every item of the node and return them (payloads may be None).
+        Its retained items go too (not returned)."""
+
+    # --- retention (pubsub#queue_retain_acked) --------------------------------------
+
+    async def retain(self, node_id: str, item_id: str, at: datetime) -> bool:
+        """The ack of a retaining queue: the item leaves the queue (no index, no
+        count) and is kept, acked at *at*, payload in the database. False: gone."""
+
+    async def retained(self, node_id: str) -> list[Item]:
+        """The node's retained items in publish order (payloads None: metadata)."""
+
+    async def retained_count(self, node_id: str) -> int: ...
+
+    async def restore(self, node_id: str, item_id: str, at: datetime) -> Item | None:
+        """A retained item back in the queue: waiting, a fresh delivery count, its
+        old place in publish order. None when not retained (or the id is in use)."""
+
+    async def drop_retained(self, node_id: str, item_id: str) -> bool: ...
+
+    async def expired_retained(self, now: datetime, limit: int) -> list[Item]:
+        """Retained items whose retention ended by *now*, earliest first, from an
+        index (never a scan); they stay until dropped."""
 
     async def count(self, node_id: str) -> int: ...
 

@@ -84,6 +84,7 @@ from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.failures import MAX_REASON
+from xmpp_queue.core.replay import Replay
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus, TickReport
 from xmpp_queue.core.service_admin import AdminLevers
 from xmpp_queue.core.topics import Topics, check_item
@@ -106,6 +107,7 @@ class PubSubService:
         self._types = NodeTypes(ctx)
         ctx.settle = self._types.settle
         self.admin = AdminLevers(ctx, self._types)
+        self.replay = Replay(ctx)  # seek and snapshots: service.replay.seek_time(...)
         self._topics = Topics(ctx, self._types.publish_into)
         self.store = store
         self.clock = clock
@@ -779,6 +781,7 @@ class PubSubService:
             engine = self._types.queue.engine
             expired = await engine.expire_due(w, w.tx.nodes.get)
             await engine.expire_waiting_due(w, w.tx.nodes.get)
+            await Replay.end_retention(w)
             for node_id in await w.tx.items.due_delayed_nodes(w.now, TICK_BATCH):
                 w.touched[node_id] = None
             if every_node:

@@ -25,7 +25,17 @@ from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.ledger_names import AT, DELIVERIES, ID, ITEM_ID, KIND, NODE, SUBSCRIBER
 from xmpp_queue.pipeline.ledger_frame import KINDS, REMOVING_KINDS
 
-NOT_AN_ITEM_KINDS = (EventKind.DEDUPLICATED.value, EventKind.FILTERED.value)
+NOT_AN_ITEM_KINDS = (
+    EventKind.DEDUPLICATED.value,
+    EventKind.FILTERED.value,
+    EventKind.REPLAYED.value,
+    EventKind.RETENTION_ENDED.value,
+    EventKind.SNAPSHOT.value,
+)
+"""Rows that start or end no lifecycle: a repeat publish, a filtered topic item,
+and retention's rows (a replayed item's next delivery and ack form a lifecycle
+of their own, without a publish; a snapshot names no item)."""
+_REPLAYED = EventKind.REPLAYED.value  # a retained item in the backlog again
 
 CYCLE = "cycle"
 BUCKET = "bucket_start"
@@ -72,7 +82,8 @@ def item_lifecycles(cycled: DataFrame) -> DataFrame:
 
     A ``deduplicated`` row (a repeat publish inside the dedup window) or a
     ``filtered`` row (a topic item a queue's filter kept out) changed no item of
-    the queue, so it belongs to no lifecycle."""
+    the queue, so it belongs to no lifecycle; nor do retention's rows
+    (:data:`NOT_AN_ITEM_KINDS`)."""
     removing = F.col(KIND).isin(*REMOVING_KINDS)
     cycled = cycled.where(~F.col(KIND).isin(*NOT_AN_ITEM_KINDS))
     grouped = cycled.groupBy(NODE, ITEM_ID, CYCLE).agg(
@@ -127,7 +138,7 @@ def kind_counts(events: DataFrame) -> DataFrame:
 def opening_backlog(counts: DataFrame) -> DataFrame:
     """(node, opening_backlog) from (node, kind, n): items published and not removed."""
     sign = (
-        F.when(F.col(KIND) == F.lit(_PUBLISHED), 1)
+        F.when(F.col(KIND).isin(_PUBLISHED, _REPLAYED), 1)
         .when(F.col(KIND).isin(*REMOVING_KINDS), -1)
         .otherwise(0)
     )
@@ -161,7 +172,7 @@ def node_buckets(
         BUCKET,
         *[F.coalesce(F.col(k), F.lit(0)).cast("long").alias(k) for k in KINDS],
     )
-    net = F.col(_PUBLISHED) - sum((F.col(k) for k in REMOVING_KINDS), F.lit(0))
+    net = F.col(_PUBLISHED) + F.col(_REPLAYED) - sum((F.col(k) for k in REMOVING_KINDS), F.lit(0))
     running = (
         Window.partitionBy(NODE)
         .orderBy(BUCKET)

@@ -68,6 +68,7 @@ from xmpp_queue.storage.load import (
     ITEM_FIELDS,
     LEDGER_FIELDS,
     NODE_FIELDS,
+    SNAPSHOT_FIELDS,
     SUBSCRIPTION_FIELDS,
     StateBuilder,
 )
@@ -99,6 +100,9 @@ class Statements:
     clear_items: str
     clear_subs: str
     clear_affs: str
+    clear_snapshots: str
+    snapshot_insert: str
+    load_snapshots: str
     item_delete: str
     sub_delete: str
     aff_delete: str
@@ -169,6 +173,12 @@ def _statements(
         clear_items=c(_key_delete(i, by_node), by_node),
         clear_subs=c(_key_delete(s, by_node), by_node),
         clear_affs=c(_key_delete(a, by_node), by_node),
+        clear_snapshots=c(_key_delete(schema.snapshots, by_node), by_node),
+        snapshot_insert=c(
+            insert(schema.snapshots).values({f: bindparam(f) for f in SNAPSHOT_FIELDS}),
+            SNAPSHOT_FIELDS,
+        ),
+        load_snapshots=c(select(*(schema.snapshots.c[f] for f in SNAPSHOT_FIELDS))),
         item_delete=c(_key_delete(i, ("node_id", "item_id")), ("node_id", "item_id")),
         sub_delete=c(_key_delete(s, ("node_id", "subid")), ("node_id", "subid")),
         aff_delete=c(_key_delete(a, ("node_id", "jid")), ("node_id", "jid")),
@@ -319,6 +329,7 @@ def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             i.priority,
             t(i.expires_at),
             i.ordering_key,
+            t(i.acked_at),
         )
         for i in items
         if i.payload is not COLD
@@ -343,6 +354,7 @@ def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
             i.priority,
             t(i.expires_at),
             i.ordering_key,
+            t(i.acked_at),
             i.node,
             i.item_id,
         )
@@ -398,6 +410,7 @@ def write_plan(flush: Flush, q: Statements, t: Encode) -> list[tuple[str, list[t
         (q.clear_items, cleared + [(n,) for n in flush.clear_items]),
         (q.clear_subs, cleared),
         (q.clear_affs, cleared),
+        (q.clear_snapshots, cleared + [(n,) for n, _ in flush.snapshot_nodes]),
         (q.item_delete, flush.item_deletes),
         (q.sub_delete, flush.sub_deletes),
         (q.aff_delete, flush.aff_deletes),
@@ -411,6 +424,14 @@ def write_plan(flush: Flush, q: Statements, t: Encode) -> list[tuple[str, list[t
         ),
         (q.aff_upsert, [(n, j, a.value) for n, j, a in flush.aff_upserts]),
         (q.sub_upsert, [_sub_row(i, s, t) for i, s in flush.sub_upserts]),
+        (
+            q.snapshot_insert,
+            [
+                (x.node, x.name, t(x.created_at), x.mark_seq)
+                for _, taken in flush.snapshot_nodes
+                for x in taken
+            ],
+        ),
         (q.item_upsert, _item_rows(flush.item_upserts, t)),
         (q.item_update_cold, _cold_item_rows(flush.item_upserts, t)),
         (q.ledger_insert, _event_rows(flush.events, t)),
@@ -482,6 +503,7 @@ class SqliteBackend:
             builder.affiliations(conn.execute(SQLITE.load_affs))
             builder.subscriptions(conn.execute(SQLITE.load_subs))
             builder.items(conn.execute(SQLITE.load_items))
+            builder.snapshots(conn.execute(SQLITE.load_snapshots))
             for node_id, window in builder.dedup_nodes():
                 last = _sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])
                 if last is not None:
@@ -664,6 +686,7 @@ class PostgresBackend:
                 builder.affiliations(await conn.fetch(POSTGRES.load_affs))
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
                 builder.items(await conn.fetch(POSTGRES.load_items))
+                builder.snapshots(await conn.fetch(POSTGRES.load_snapshots))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)
                     if last is not None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from xmpp_queue.core.ledger import FINISHED, LedgerEvent
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription
+from xmpp_queue.core.model import Affiliation, Item, Node, Snapshot, Subscription
 from xmpp_queue.storage.state import MemoryState, NodeState
 
 ItemKey = tuple[str, str]  # (node_id, item_id)
@@ -64,6 +64,8 @@ class Flush:
     aff_upserts: list[tuple[str, str, Affiliation]] = field(default_factory=list)
     sub_upserts: list[tuple[int, Subscription]] = field(default_factory=list)
     item_upserts: list[Item] = field(default_factory=list)
+    # Nodes whose snapshots changed: their rows are replaced by these.
+    snapshot_nodes: list[tuple[str, list[Snapshot]]] = field(default_factory=list)
     events: list[LedgerEvent] = field(default_factory=list)
     max_seq: int = 0
     max_sub_id: int = 0
@@ -80,6 +82,7 @@ class Flush:
             or self.aff_upserts
             or self.sub_upserts
             or self.item_upserts
+            or self.snapshot_nodes
             or self.events
         )
 
@@ -94,6 +97,7 @@ class _Level:
     items: dict[ItemKey, Item | None]
     subs: dict[SubKey, tuple[Subscription, int] | None]
     affiliations: dict[AffKey, Affiliation | None]
+    retained: dict[ItemKey, Item | None]
     events: int  # how many ledger rows were buffered when the savepoint began
 
 
@@ -126,6 +130,7 @@ class ChangeSet:
         "items",
         "nodes",
         "purged",
+        "retained",
         "state",
         "subs",
     )
@@ -139,13 +144,22 @@ class ChangeSet:
         self.items: dict[ItemKey, Item | None] = {}
         self.subs: dict[SubKey, tuple[Subscription, int] | None] = {}
         self.affiliations: dict[AffKey, Affiliation | None] = {}
+        # Retained items (``NodeState.retained``), recorded like ``items``.
+        self.retained: dict[ItemKey, Item | None] = {}
         self.events: list[LedgerEvent] = []
         self._below: list[_Level] = []
 
     def __bool__(self) -> bool:
         if self._below:
             return True  # an open savepoint: something may have changed below it
-        return bool(self.nodes or self.items or self.subs or self.affiliations or self.events)
+        return bool(
+            self.nodes
+            or self.items
+            or self.subs
+            or self.affiliations
+            or self.retained
+            or self.events
+        )
 
     def finished_pending(self, node_id: str, item_id: str, since: datetime) -> bool:
         """Whether this transaction's (not yet committed) ledger rows ack or retract
@@ -172,11 +186,13 @@ class ChangeSet:
                 self.items,
                 self.subs,
                 self.affiliations,
+                self.retained,
                 len(self.events),
             )
         )
         self.nodes, self.dropped, self.purged = {}, set(), set()
         self.items, self.subs, self.affiliations = {}, {}, {}
+        self.retained = {}
         return Savepoint(self, len(self._below))
 
     def _end(self, depth: int, keep: bool) -> None:
@@ -184,7 +200,9 @@ class ChangeSet:
             raise RuntimeError("savepoints must end innermost first, once each")
         below = self._below.pop()
         if keep:
-            if not (below.nodes or below.items or below.subs or below.affiliations):
+            if not (
+                below.nodes or below.items or below.subs or below.affiliations or below.retained
+            ):
                 # Nothing recorded below (the batch's first operation, or a batch of
                 # one): this level's records are the transaction's as they stand.
                 self.dropped |= below.dropped
@@ -196,6 +214,7 @@ class ChangeSet:
             del self.events[below.events :]
         self.nodes, self.dropped, self.purged = below.nodes, below.dropped, below.purged
         self.items, self.subs, self.affiliations = below.items, below.subs, below.affiliations
+        self.retained = below.retained
 
     def _merge_into(self, below: _Level) -> None:
         """Add this level's records to *below*, keeping *below*'s where it has one."""
@@ -210,6 +229,8 @@ class ChangeSet:
                 below.subs.setdefault(skey, was)
             for akey, aff in self.affiliations.items():
                 below.affiliations.setdefault(akey, aff)
+            for rkey, kept in self.retained.items():
+                below.retained.setdefault(rkey, kept)
             return
         for (node_id, item_id), orig in self.items.items():
             if (node_id, item_id) in below.items:
@@ -218,6 +239,13 @@ class ChangeSet:
                 snap = snapshotted[node_id]
                 orig = snap.items.get(item_id) if snap is not None else None
             below.items[(node_id, item_id)] = orig
+        for (node_id, item_id), kept in self.retained.items():
+            if (node_id, item_id) in below.retained:
+                continue
+            if node_id in snapshotted:
+                snap = snapshotted[node_id]
+                kept = snap.retained.get(item_id) if snap is not None else None
+            below.retained[(node_id, item_id)] = kept
         for (node_id, subid), was in self.subs.items():
             if (node_id, subid) in below.subs:
                 continue
@@ -260,6 +288,12 @@ class ChangeSet:
             origin = nodes[node_id] if node_id in nodes else self.state.nodes.get(node_id)
             self.items[key] = origin.items.get(item_id) if origin is not None else None
 
+    def touch_retained(self, node_id: str, item_id: str) -> None:
+        key = (node_id, item_id)
+        if key not in self.retained:
+            origin = self._origin(node_id)
+            self.retained[key] = origin.retained.get(item_id) if origin is not None else None
+
     def touch_sub(self, node_id: str, subid: str) -> None:
         key = (node_id, subid)
         if key not in self.subs:
@@ -299,20 +333,12 @@ class ChangeSet:
                     f.node_deletes.append(node_id)
             elif snap is None or ns.node is not snap.node or node_id in self.dropped:
                 f.node_upserts.append(ns.node)
+            if ns is not None and ns.snapshots is not (snap.snapshots if snap else None):
+                if snap is not None or ns.snapshots:
+                    f.snapshot_nodes.append((node_id, list(ns.snapshots.values())))
         nodes = st.nodes
-        for key, orig in self.items.items():
-            ns = nodes.get(key[0])
-            final = ns.items.get(key[1]) if ns is not None else None
-            if final is orig:
-                continue
-            in_db = orig is not None and key[0] not in items_cleared
-            if final is None:
-                if in_db:
-                    f.item_deletes.append(key)
-                continue
-            if in_db and orig.seq != final.seq:  # type: ignore[union-attr]
-                f.item_deletes.append(key)  # removed and published again: a new row
-            f.item_upserts.append(final)
+        self._plan_items(f, self.items, items_cleared, retained=False)
+        self._plan_items(f, self.retained, items_cleared, retained=True)
         for key, was in self.subs.items():
             ns = nodes.get(key[0])
             sub = ns.subs.get(key[1]) if ns is not None else None
@@ -338,6 +364,36 @@ class ChangeSet:
                 f.aff_upserts.append((key[0], key[1], now))
         return f
 
+    def _plan_items(
+        self,
+        f: Flush,
+        records: dict[ItemKey, Item | None],
+        items_cleared: set[str],
+        retained: bool,
+    ) -> None:
+        """Rows of one item key space (queue items or retained ones). One row
+        holds an item in either space (``acked_at`` tells which), so a key that
+        left one space for the other with the same seq is updated, not deleted."""
+        nodes = self.state.nodes
+        for key, orig in records.items():
+            ns = nodes.get(key[0])
+            if ns is None:
+                final = other = None
+            elif retained:
+                final, other = ns.retained.get(key[1]), ns.items.get(key[1])
+            else:
+                final, other = ns.items.get(key[1]), ns.retained.get(key[1])
+            if final is orig:
+                continue
+            in_db = orig is not None and key[0] not in items_cleared
+            if final is None:
+                if in_db and (other is None or other.seq != orig.seq):  # type: ignore[union-attr]
+                    f.item_deletes.append(key)
+                continue
+            if in_db and orig.seq != final.seq:  # type: ignore[union-attr]
+                f.item_deletes.append(key)  # removed and published again: a new row
+            f.item_upserts.append(final)
+
     # --- rollback ------------------------------------------------------------------------
 
     def rollback(self) -> None:
@@ -361,6 +417,11 @@ class ChangeSet:
                 continue
             if st.set_item(ns, item_id, orig) is None and orig is not None:
                 ns.ordered = False  # put back at the end of the dict; sorted on demand
+        for (node_id, item_id), kept in self.retained.items():
+            ns = st.nodes.get(node_id)
+            if ns is None or ns.retained.get(item_id) is kept:
+                continue
+            st.set_retained(ns, item_id, kept)
         resort: set[str] = set()
         for (node_id, subid), was in self.subs.items():
             ns = st.nodes.get(node_id)
@@ -399,5 +460,6 @@ class ChangeSet:
         self.items = {}
         self.subs = {}
         self.affiliations = {}
+        self.retained = {}
         self.events = []
         self._below = []

@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, SubscriptionState
+from xmpp_queue.core.model import (
+    Affiliation,
+    Item,
+    Node,
+    Snapshot,
+    Subscription,
+    SubscriptionState,
+)
 from xmpp_queue.storage import codec
 from xmpp_queue.storage.state import (
     COLD,
@@ -54,6 +61,7 @@ ITEM_COLD_FIELDS = (  # an UPDATE of an item whose payload is not in memory
     "priority",
     "expires_at",
     "ordering_key",
+    "acked_at",
     "node_id",
     "item_id",
 )
@@ -76,7 +84,9 @@ ITEM_FIELDS = (
     "priority",
     "expires_at",
     "ordering_key",
+    "acked_at",
 )
+SNAPSHOT_FIELDS = ("node_id", "name", "created_at", "mark_seq")
 LEDGER_FIELDS = (
     "at",
     "kind",
@@ -179,6 +189,7 @@ class StateBuilder:
             priority,
             item_expires,
             ordering_key,
+            acked_at,
         ) in rows:
             ns = nodes.get(node_id)
             if ns is None:
@@ -209,9 +220,23 @@ class StateBuilder:
                 priority,
                 when(item_expires),
                 shared(ordering_key),
+                when(acked_at),
             )
-            state.set_item(ns, item_id, item)
+            if acked_at is None:
+                state.set_item(ns, item_id, item)
+            else:
+                ns.retained[item_id] = item  # indexed by finish() (recount)
             self._max_seq = max(self._max_seq, seq)
+
+    def snapshots(self, rows: Iterable[Row]) -> None:
+        nodes, when = self._state.nodes, self._when
+        for node_id, name, created, mark_seq in rows:
+            ns = nodes.get(node_id)
+            created_at = when(created)
+            if ns is None or created_at is None:
+                self.orphans += 1
+                continue
+            ns.snapshots[name] = Snapshot(ns.node.node_id, name, created_at, int(mark_seq))
 
     def dedup_nodes(self) -> list[tuple[str, int]]:
         """(node id, window seconds) of every node that keeps a dedup window."""
@@ -236,6 +261,7 @@ class StateBuilder:
         and above the database's own counters (*seq_floor*, *sub_id_floor*)."""
         for ns in self._state.nodes.values():
             self._state.subscribers.index_node_subs(ns)
+        self._state.retention.rebuild(self._state.nodes)
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state

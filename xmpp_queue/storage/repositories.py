@@ -30,6 +30,7 @@ from xmpp_queue.core.model import (
     Node,
     NodeConfig,
     PageRequest,
+    Snapshot,
     Subscription,
     copy_item,
     new_item,
@@ -98,6 +99,25 @@ class NodesRepo:
 
     async def bound_to(self, topic: str) -> list[Node]:
         return self._s.bound_to(topic)
+
+    async def snapshots(self, node_id: str) -> list[Snapshot]:
+        ns = self._s.nodes.get(node_id)
+        return sorted(ns.snapshots.values(), key=lambda x: x.name) if ns is not None else []
+
+    async def take_snapshot(self, node_id: str, name: str, at: datetime) -> Snapshot:
+        ns = _node_state(self._s, node_id)
+        snapshot = Snapshot(node_id, name, utc(at), self._s.next_seq)
+        self._c.touch_node(node_id)
+        ns.snapshots = {**ns.snapshots, name: snapshot}  # replaced: a node-level change
+        return snapshot
+
+    async def drop_snapshot(self, node_id: str, name: str) -> bool:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or name not in ns.snapshots:
+            return False
+        self._c.touch_node(node_id)
+        ns.snapshots = {k: v for k, v in ns.snapshots.items() if k != name}
+        return True
 
 
 class AffiliationsRepo:
@@ -237,9 +257,70 @@ class ItemsRepo:
             raise ValueError(f"item {item.item_id!r} exists on node {item.node!r}")
         stored = stored_item(item, state.next_seq)
         state.next_seq += 1
+        self._forget_retained(ns, item.item_id)
         self._c.touch_item(item.node, item.item_id)
         state.set_item(ns, item.item_id, stored)
         return stored
+
+    def _forget_retained(self, ns: NodeState, item_id: str) -> None:
+        """A new item with a retained item's id replaces it (one row per id)."""
+        if item_id in ns.retained:
+            self._c.touch_retained(ns.node.node_id, item_id)
+            self._s.set_retained(ns, item_id, None)
+
+    # --- retention (pubsub#queue_retain_acked) -----------------------------------------
+
+    async def retain(self, node_id: str, item_id: str, at: datetime) -> bool:
+        ns = self._s.nodes.get(node_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if ns is None or item is None:
+            return False
+        kept = copy_item(
+            without_lock(item, None), acked_at=utc(at), expires_at=None, updated_at=utc(at)
+        )
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, None)
+        self._c.touch_retained(node_id, item_id)
+        self._s.set_retained(ns, item_id, kept)
+        return True
+
+    async def retained(self, node_id: str) -> list[Item]:
+        ns = self._s.nodes.get(node_id)
+        if ns is None:
+            return []
+        found = sorted(ns.retained.values(), key=lambda i: i.seq)
+        return [with_payload_value(i, None) if i.payload is COLD else i for i in found]
+
+    async def retained_count(self, node_id: str) -> int:
+        ns = self._s.nodes.get(node_id)
+        return len(ns.retained) if ns is not None else 0
+
+    async def restore(self, node_id: str, item_id: str, at: datetime) -> Item | None:
+        ns = self._s.nodes.get(node_id)
+        kept = ns.retained.get(item_id) if ns is not None else None
+        if ns is None or kept is None or item_id in ns.items:
+            return None
+        back = copy_item(kept, acked_at=None, deliveries=0, updated_at=utc(at))
+        self._c.touch_retained(node_id, item_id)
+        self._s.set_retained(ns, item_id, None)
+        self._c.touch_item(node_id, item_id)
+        self._s.set_item(ns, item_id, back)
+        ns.ordered = False  # an older seq at the end of the dict: sorted on demand
+        return with_payload_value(back, None) if back.payload is COLD else back
+
+    async def drop_retained(self, node_id: str, item_id: str) -> bool:
+        ns = self._s.nodes.get(node_id)
+        if ns is None or item_id not in ns.retained:
+            return False
+        self._c.touch_retained(node_id, item_id)
+        self._s.set_retained(ns, item_id, None)
+        return True
+
+    async def expired_retained(self, now: datetime, limit: int) -> list[Item]:
+        if limit <= 0:
+            return []
+        found = self._s.retention.due(self._s.nodes, now, limit)
+        return [with_payload_value(i, None) if i.payload is COLD else i for i in found]
 
     async def replace_payload(
         self,
@@ -316,6 +397,7 @@ class ItemsRepo:
         state.next_seq += 1
         self._c.touch_item(node_id, item_id)
         state.set_item(source, item_id, None)
+        self._forget_retained(target, target_item_id)
         self._c.touch_item(target_node, target_item_id)
         state.set_item(target, target_item_id, None)
         state.set_item(target, target_item_id, moved)
@@ -504,6 +586,7 @@ class ItemsRepo:
             self._s.next_lock_deadline(),
             self._s.next_retry(),
             self._s.next_item_expiry(),
+            self._s.retention.next_due(self._s.nodes),
         ]
         return min((m for m in moments if m is not None), default=None)
 

@@ -168,6 +168,21 @@ class ItemRow(Base):
     priority: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
     expires_at: Mapped[datetime | None]
     ordering_key: Mapped[str | None] = mapped_column(String())
+    # Set on a retained item: acked, kept for a seek (pubsub#queue_retain_acked).
+    acked_at: Mapped[datetime | None]
+
+
+class SnapshotRow(Base):
+    """A queue's named snapshot: seek back to it later (docs/queueing.md)."""
+
+    __tablename__ = "queue_snapshots"
+
+    node_id: Mapped[str] = mapped_column(
+        String(), ForeignKey("nodes.node_id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(), primary_key=True)
+    created_at: Mapped[datetime]
+    mark_seq: Mapped[int] = mapped_column(BigInteger)
 
 
 class LedgerRow(Base):
@@ -233,3 +248,4 @@ items = cast(Table, ItemRow.__table__)
 ledger = cast(Table, LedgerRow.__table__)
 leases = cast(Table, LeaseRow.__table__)
 members = cast(Table, MemberRow.__table__)
+snapshots = cast(Table, SnapshotRow.__table__)

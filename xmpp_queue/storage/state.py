@@ -42,11 +42,12 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final
 
-from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.core.model import Affiliation, Item, Node, Snapshot, Subscription, copy_item
 from xmpp_queue.core.ordering_config import is_ordered
 from xmpp_queue.core.queue.dispatch import RoomIndex
 from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
+from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -103,6 +104,7 @@ def stored_item(item: Item, seq: int) -> Item:
         headers=frozen_headers(item.headers),
         priority=int(item.priority),
         expires_at=utc_opt(item.expires_at),
+        acked_at=utc_opt(item.acked_at),
     )
 
 
@@ -190,6 +192,10 @@ class NodeState:
     # Dedup window: item id -> when it was acked or retracted, oldest first.
     # Committed facts only (the store adds them after each commit; see ``store``).
     finished: dict[str, datetime] = field(default_factory=dict)
+    # Retained (acked, kept for a seek) items: in no queue index, payloads cold.
+    retained: dict[str, Item] = field(default_factory=dict)
+    # Named snapshots; replaced as a whole on a change (a node-level change).
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -201,6 +207,8 @@ class NodeState:
             self.queue,
             self.ordered,
             self.finished,
+            self.retained,
+            self.snapshots,
         )
 
     def in_order(self) -> dict[str, Item]:
@@ -268,6 +276,7 @@ class MemoryState:
         # superset: ``bound_to`` checks each one's current config, so a rollback
         # or an unbinding never leaves a wrong answer, only a stale key).
         self.bindings: dict[str, dict[str, None]] = {}
+        self.retention = RetainedIndex()  # retained items by the end of their retention
 
     def note_binding(self, node: Node) -> None:
         """Index *node* under its topic when it is a bound queue (``bound_to``)."""
@@ -301,6 +310,19 @@ class MemoryState:
         if old is not None and old.ordering_key is not None:
             if new is None or new.ordering_key != old.ordering_key:
                 self._settle_key(ns, old.ordering_key)  # the next of its key, if any
+        return old
+
+    def set_retained(self, ns: NodeState, item_id: str, new: Item | None) -> Item | None:
+        """Retain *new* (None: forget) under *item_id*; return what was retained."""
+        old = ns.retained.pop(item_id, None)
+        index = self.retention
+        if old is not None:
+            index.total -= 1
+        if new is not None:
+            ns.retained[item_id] = new
+            index.total += 1
+            index.push(ns.node, new)
+            index.compact(self.nodes)
         return old
 
     def _index(self, ns: NodeState, item: Item) -> None:
@@ -404,6 +426,12 @@ class MemoryState:
         for item in items:
             if item.payload is None or item.payload is COLD or item.locked_by is not None:
                 continue
+            if item.acked_at is not None:  # retained: always cold once written
+                held = nodes.get(item.node)
+                if held is not None and held.retained.get(item.item_id) is item:
+                    held.retained[item.item_id] = with_payload_value(item, COLD)
+                    cooled += 1
+                continue
             ns = nodes.get(item.node)
             if ns is None or len(ns.queue.ready) <= HOT_WINDOW:
                 continue
@@ -419,7 +447,9 @@ class MemoryState:
             1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
         )
         self.delayed_filed -= ns.queue.delayed_due is not None
+        self.retention.total -= len(ns.retained)
         ns.items = {}
+        ns.retained = {}
         ns.queue = QueueIndex()
         ns.ordered = True
         for subid in ns.subs:
@@ -433,6 +463,7 @@ class MemoryState:
                 1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
             )
             self.delayed_filed -= ns.queue.delayed_due is not None
+            self.retention.total -= len(ns.retained)
         return ns
 
     def recount(self) -> None:
@@ -443,6 +474,7 @@ class MemoryState:
         self.expiring_total = 0
         self.expiry_heap = []
         self.delayed_heap, self.delayed_filed = [], 0
+        self.retention.rebuild(self.nodes)
         for ns in self.nodes.values():
             for item in ns.items.values():
                 if item.expires_at is not None and item.locked_by is None:

@@ -79,6 +79,7 @@ from xmpp_queue.core.errors import (
     PreconditionNotMet,
     PubSubError,
     QueueConfigurationRequired,
+    SnapshotNotFound,
     StorageUnavailable,
     SubIdRequired,
     SubscriptionRequired,
@@ -161,6 +162,7 @@ ERROR_TABLE: dict[type[PubSubError], ErrorRow] = {
     ),
     # items and locks
     ItemNotFound: ErrorRow("cancel", "item-not-found"),  # §7.2.3, XEP-0254 §2.3/§2.4
+    SnapshotNotFound: ErrorRow("cancel", "item-not-found"),
     PageNotFound: ErrorRow("cancel", "item-not-found"),  # XEP-0059 §2.4
     NotAQueue: ErrorRow("modify", "bad-request"),  # see the module docstring
     ItemLockedByOther: ErrorRow("cancel", "conflict"),  # XEP-0254 §2.3/§2.4

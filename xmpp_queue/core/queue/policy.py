@@ -51,6 +51,7 @@ from xmpp_queue.core.queue.engine import QueueEngine
 from xmpp_queue.core.queue.failures import MAX_REASON
 from xmpp_queue.core.queue.locks import Release, check_release
 from xmpp_queue.core.queue.overflow import make_room
+from xmpp_queue.core.replay import Replay
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 
@@ -171,7 +172,11 @@ class QueuePolicy:
         )
         assert item is not None
         holder = item.lock_jid if item.locked_by else None
-        if not await work.tx.items.remove(node.node_id, item_id):
+        if how is Release.HOLDER:  # the ack: kept when the queue retains acked items
+            gone = await Replay.ack(work, node, item_id)
+        else:
+            gone = await work.tx.items.remove(node.node_id, item_id)
+        if not gone:
             raise ItemNotFound(node.node_id, item_id)
         kind = EventKind.ACKED if how is Release.HOLDER else EventKind.RETRACTED
         record(work.tx.ledger, work.now, kind, item, holder)
