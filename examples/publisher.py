@@ -32,7 +32,7 @@ import logging
 import time
 
 from xmpp_queue.client import ClientError, Publisher, PublishError, json_payload
-from xmpp_queue.client.options import add_login_options, parse_login_args
+from xmpp_queue.client.options import account_from_args, add_login_options, parse_login_args
 
 log = logging.getLogger("publisher")
 
@@ -58,15 +58,7 @@ async def main(args: argparse.Namespace) -> int:
 
 
 async def publish(args: argparse.Namespace, source: JobSource) -> int:
-    async with Publisher(
-        args.jid,
-        args.password,
-        args.service,
-        host=args.host,
-        port=args.port,
-        window=args.window,
-        allow_plain=args.allow_plain,
-    ) as pub:
+    async with Publisher(account_from_args(args), window=args.window) as pub:
         if args.create:
             created = await pub.create_queue(
                 args.node, members=args.member, lock_timeout=args.lock_timeout

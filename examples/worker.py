@@ -28,7 +28,7 @@ import logging
 import random
 
 from xmpp_queue.client import ClientError, Job, Worker
-from xmpp_queue.client.options import add_login_options, parse_login_args
+from xmpp_queue.client.options import account_from_args, add_login_options, parse_login_args
 
 log = logging.getLogger("worker")
 
@@ -58,15 +58,10 @@ class SquareWorker:
 async def main(args: argparse.Namespace) -> int:
     logic = SquareWorker(args.fail_rate, args.max_items)
     worker = Worker(
-        args.jid,
-        args.password,
-        args.service,
+        account_from_args(args),  # who logs in, where, and the service
         args.node,
         logic.handle,
         queue_requests=args.queue_requests,
-        host=args.host,
-        port=args.port,
-        allow_plain=args.allow_plain,
         name=args.name,
     )
     run = asyncio.ensure_future(worker.run())  # Ctrl-C / SIGTERM drain it

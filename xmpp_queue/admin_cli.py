@@ -50,11 +50,13 @@ import os
 import sys
 from collections.abc import Sequence
 
+from slixmpp import JID
 from slixmpp.exceptions import IqError, IqTimeout
 
 from xmpp_queue.admin_cli_items import ITEM_SUBCOMMANDS, add_item_commands, plan_item
 from xmpp_queue.admin_client import AdminClient, UsageError, login_from_config
 from xmpp_queue.admin_output import dumps, print_reply, reply_json, status_of
+from xmpp_queue.client.account import Account, split_server
 from xmpp_queue.client.options import add_login_options, fill_from_connection
 
 COMMANDS_NS = "http://jabber.org/protocol/commands"
@@ -210,13 +212,28 @@ def _password(args: argparse.Namespace) -> str:
 
 def _address(args: argparse.Namespace) -> tuple[str, int] | None:
     if args.server:
-        host, sep, port = args.server.rpartition(":")
-        if sep and host and port.isdigit():
-            return host, int(port)
-        return args.server, 5222
+        host, port = split_server(args.server)
+        return host, port or 5222
     if args.host or args.port:
         return args.host or "127.0.0.1", int(args.port or 5222)
     return None
+
+
+def login_account(args: argparse.Namespace) -> Account:
+    """The login the flags, ``-c`` and ``--connection`` gave, as one :class:`Account`
+    (no server given: ``host=None``, DNS finds it; no service: ``queue.<domain>``)."""
+    address = _address(args)
+    service = args.service or f"queue.{JID(args.jid).domain}"
+    host, port = address if address else (None, 5222)
+    plain = bool(args.allow_plain)
+    return Account(
+        jid=args.jid,
+        password=_password(args),
+        service=service,
+        host=host,
+        port=port,
+        allow_plain=plain,
+    )
 
 
 def _normalise(args: argparse.Namespace) -> None:
@@ -241,10 +258,10 @@ async def run(args: argparse.Namespace) -> int:
     if args.action != "commands":
         node, answers = plan(args)  # usage errors before any connection
     logging.basicConfig(level=logging.DEBUG if args.level == logging.DEBUG else logging.ERROR)
-    xmpp = AdminClient(args.jid, _password(args), plain=args.allow_plain)
-    service = args.service or f"queue.{xmpp.boundjid.domain}"
+    xmpp = AdminClient(login_account(args))
+    service = xmpp.account.service
     try:
-        await xmpp.start(_address(args))
+        await xmpp.start()
     except (ConnectionError, TimeoutError) as exc:
         print(f"error: {exc or 'no session within the timeout'}", file=sys.stderr)
         return EXIT_USAGE

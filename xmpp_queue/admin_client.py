@@ -26,6 +26,8 @@ from typing import Any
 from slixmpp import ClientXMPP, Iq
 from slixmpp.plugins.xep_0004 import Form
 
+from xmpp_queue.client.account import Account
+
 TIMEOUT = 15.0
 ADMIN_KEYS = ("jid", "password", "password_file", "server", "plain")
 
@@ -39,9 +41,11 @@ class UsageError(Exception):
 class AdminClient(ClientXMPP):
     """An XMPP client that drives the service's admin commands."""
 
-    def __init__(self, jid: str, password: str, *, plain: bool = False) -> None:
+    def __init__(self, account: Account) -> None:
+        plain = account.allow_plain
         config = {"feature_mechanisms": {"unencrypted_plain": True}} if plain else {}
-        super().__init__(jid, password, plugin_config=config)
+        super().__init__(account.jid, account.password, plugin_config=config)
+        self.account = account
         if plain:
             self.enable_starttls = False
             self.enable_direct_tls = False
@@ -50,8 +54,12 @@ class AdminClient(ClientXMPP):
         self.register_plugin("xep_0004")  # data forms
         self.register_plugin("xep_0050")  # ad-hoc commands
 
-    async def start(self, address: tuple[str, int] | None) -> None:
-        """Connect and wait until the session is up (or fail with the reason)."""
+    async def start(self) -> None:
+        """Connect and wait until the session is up (or fail with the reason).
+
+        The account's server, or without one (``host=None``) the JID's domain's
+        DNS records, as any XMPP client finds its server."""
+        address = None if self.account.host is None else self.account.address
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def fail(reason: str) -> Any:

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from xmpp_queue import demo
+from xmpp_queue.demo import display, processes
 
 
 def test_without_prosody_and_not_root_it_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
-    monkeypatch.setattr(demo.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(processes.shutil, "which", lambda name: None)
+    monkeypatch.setattr(processes.os, "geteuid", lambda: 1000)
     said: list[str] = []
-    assert demo._ensure_prosody(said.append) is False
+    assert processes.ensure_prosody(said.append) is False
     assert "sudo apt-get install -y prosody" in "\n".join(said)
 
 
@@ -35,20 +36,20 @@ def test_as_root_it_installs_debian_s_package(monkeypatch: pytest.MonkeyPatch) -
         installed.append(command)
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(demo.shutil, "which", which)
-    monkeypatch.setattr(demo.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(demo.subprocess, "run", run)
+    monkeypatch.setattr(processes.shutil, "which", which)
+    monkeypatch.setattr(processes.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(processes.subprocess, "run", run)
     said: list[str] = []
-    assert demo._ensure_prosody(said.append) is True
+    assert processes.ensure_prosody(said.append) is True
     (command,) = installed
     assert list(command)[:3] == ["/usr/bin/apt-get", "install", "-y"]
     assert "prosody" in command
 
 
 def test_with_prosody_present_nothing_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(demo.subprocess, "run", lambda *a, **k: pytest.fail("no install"))
-    assert demo._ensure_prosody(print) is True
+    monkeypatch.setattr(processes.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(processes.subprocess, "run", lambda *a, **k: pytest.fail("no install"))
+    assert processes.ensure_prosody(print) is True
 
 
 def test_a_second_demo_in_the_same_directory_is_refused_before_touching_it(
@@ -106,7 +107,7 @@ def test_the_summary_prints_the_worker_table_once(tmp_path: Path, live: bool, ta
     """Issue 24: the live display leaves its worker table on screen, and the summary
     printed it a second time."""
     run, console = _demo(tmp_path, live)
-    run._print_summary(SUMMARY)
+    display.print_summary(run, SUMMARY)
     assert console.export_text().count("workers") == tables  # type: ignore[attr-defined]
 
 

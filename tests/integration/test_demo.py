@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 240.0  # a cold start of Prosody, alembic and the component on a busy machine
-POISON_EVERY, POISON_AT = 40, 17  # the demo's poison items (xmpp_queue/demo.py)
+POISON_EVERY, POISON_AT = 40, 17  # the demo's poison items (xmpp_queue/demo/plan.py)
 
 
 @pytest.fixture(autouse=True)
@@ -137,7 +137,7 @@ async def test_the_demo_runs_and_its_summary_adds_up(tmp_path: Path, demos: list
 
     config = load_config(tmp_path / "demo" / "component.toml")
     pipeline = PipelineSettings.from_dict({"database_url": config.database.url, **config.pipeline})
-    assert pipeline.publisher_config().service_jid == "queue.localhost"
+    assert pipeline.publisher_config().account.service == "queue.localhost"
 
     pids = run.child_pids()
     assert len(pids) == 2, run.output

@@ -13,7 +13,12 @@ from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-from xmpp_queue.client import PublishError, json_payload, parse_json_payload  # noqa: E402
+from xmpp_queue.client import (  # noqa: E402
+    Account,
+    PublishError,
+    json_payload,
+    parse_json_payload,
+)
 from xmpp_queue.pipeline.payloads import (  # noqa: E402
     BAD_ROW,
     NOT_SENT,
@@ -25,6 +30,8 @@ from xmpp_queue.pipeline.payloads import (  # noqa: E402
 from xmpp_queue.pipeline.settings import PublisherConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark
+
+ACCOUNT = Account(jid="p@x", password="pw", service="pubsub.x")
 
 
 # --- pure Python ---------------------------------------------------------------------------
@@ -151,7 +158,8 @@ class StandInPublisher:
     fail_connect = False
     retries = 0  # wait errors retried (the real Publisher counts them)
 
-    def __init__(self, jid: str, password: str, service: str, **options: Any) -> None:
+    def __init__(self, account: Account, **options: Any) -> None:
+        self.account = account
         self.options = options
         self.sent: list[tuple[str, str | None, str | None]] = []
         self.requests: list[list[str | None]] = []  # item ids of each publish request
@@ -218,7 +226,7 @@ def test_each_row_ends_published_rejected_or_not_sent(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
     StandInPublisher.instances = []
-    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4, batch=1)
+    config = PublisherConfig(ACCOUNT, window=4, batch=1)
 
     rows = [
         row("ok1"),
@@ -251,7 +259,7 @@ def test_a_refused_batch_is_sent_again_row_by_row_so_only_its_culprit_is_rejecte
 
     monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
     StandInPublisher.instances = []
-    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4, batch=3)
+    config = PublisherConfig(ACCOUNT, window=4, batch=3)
     names = ["ok1", "ok2", "refuse1", "ok3", "ok4", "ok5", "lost1", "ok6"]
     summary = summarize(publish_partition(config, "jobs", [row(n) for n in names], False))
     assert (summary.published, summary.failed, summary.rejected) == (5, 2, {REFUSED: 1})
@@ -290,7 +298,7 @@ def test_a_partition_that_cannot_connect_reports_its_rows_as_not_sent(monkeypatc
 
     monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
     monkeypatch.setattr(StandInPublisher, "fail_connect", True)
-    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4)
+    config = PublisherConfig(ACCOUNT, window=4)
     rows = [
         {"item_id": f"i{n}", "payload": "<a/>", "reject": None, "_source": None, "record": None}
         for n in range(3)

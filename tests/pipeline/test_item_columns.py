@@ -124,12 +124,13 @@ def test_row_headers_use_the_clients_rules() -> None:
 def test_a_bad_cell_rejects_its_row_and_headers_go_with_each_item(monkeypatch: Any) -> None:
     import xmpp_queue.client
     from tests.pipeline.test_enqueue_rows import StandInPublisher, row
+    from xmpp_queue.client import Account
     from xmpp_queue.pipeline.enqueue import publish_partition, summarize
     from xmpp_queue.pipeline.settings import PublisherConfig
 
     monkeypatch.setattr(xmpp_queue.client, "Publisher", StandInPublisher)
     StandInPublisher.instances = []
-    config = PublisherConfig("p@x", "pw", "pubsub.x", "127.0.0.1", 5222, window=4, batch=3)
+    config = PublisherConfig(Account(jid="p@x", password="pw", service="pubsub.x"), 4, 3)
     spec = {"attributes": {"tenant": "acme"}, "priority": "low"}
     rows = [
         {**row("a1"), "item_headers": json.dumps(spec)},

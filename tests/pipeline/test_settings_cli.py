@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from xmpp_queue.client import Account
 from xmpp_queue.pipeline.cli import add_pipeline_parser, parse_duration, parse_moment
 from xmpp_queue.pipeline.session import find_jdbc_jars
 from xmpp_queue.pipeline.settings import (
@@ -43,9 +44,15 @@ def test_settings_from_the_pipeline_table() -> None:
     assert settings.jars == ("/opt/x.jar",)
     assert settings.spark_conf == {"spark.executor.memory": "4g", "spark.ui.enabled": "true"}
     assert settings.max_payload_bytes == DEFAULT_MAX_PAYLOAD == 262144
-    assert settings.publisher_config() == PublisherConfig(
-        "loader@example.org", "pw", "queue.example.org", "127.0.0.1", 5223, 32, True, batch=50
+    account = Account(
+        jid="loader@example.org",
+        password="pw",
+        service="queue.example.org",
+        host="127.0.0.1",
+        port=5223,
+        allow_plain=True,
     )
+    assert settings.publisher_config() == PublisherConfig(account, 32, batch=50)
     assert PipelineSettings().publish_batch == DEFAULT_PUBLISH_BATCH == 16
 
 

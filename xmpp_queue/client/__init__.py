@@ -3,10 +3,12 @@
 A :class:`Worker` subscribes to a XEP-0254 queue node and runs an async handler
 per item (ack on success, unlock on exception, graceful drain on SIGINT /
 SIGTERM). A :class:`Publisher` puts items on a node with a window of
-outstanding publishes. Both speak to any XEP-0060 service; the queue semantics
+outstanding publishes. Both log in with an :class:`Account` (who, where, which
+service). Both speak to any XEP-0060 service; the queue semantics
 come from the xmpp-queue component (or any XEP-0254 implementation).
 """
 
+from xmpp_queue.client.account import Account, AccountError
 from xmpp_queue.client.attributes import PublishItem
 from xmpp_queue.client.errors import (
     AuthenticationFailed,
@@ -26,6 +28,8 @@ from xmpp_queue.client.wire import ItemEvent
 from xmpp_queue.client.worker import Worker
 
 __all__ = [
+    "Account",
+    "AccountError",
     "AuthenticationFailed",
     "ClientError",
     "ConnectionLost",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire, wire_locks
+from xmpp_queue.client.account import Account
 from xmpp_queue.client.connection import QueueStream
 from xmpp_queue.client.errors import StanzaError
 
@@ -58,6 +59,20 @@ class PubSubLink:
         stream = QueueStream(jid, password, allow_plain=allow_plain)
         await stream.open(host, port, reply_timeout)
         return cls(stream, service, reply_timeout)
+
+    @classmethod
+    async def connect(cls, account: Account) -> PubSubLink:
+        """Log in as *account* and speak to its service."""
+        host, port = account.address
+        return await cls.open(
+            account.jid,
+            account.password,
+            account.service,
+            host=host,
+            port=port,
+            allow_plain=account.allow_plain,
+            reply_timeout=account.reply_timeout,
+        )
 
     @property
     def jid(self) -> str:

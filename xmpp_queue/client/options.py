@@ -7,7 +7,9 @@ against the demo with one option. Explicit options win over the file.
 
 The XMPP server is ``--server HOST[:PORT]`` (port 5222 by default) and a
 plain-text login is ``--plain``; ``--host``, ``--port`` and ``--allow-plain``
-are kept as older spellings of the same options.
+are kept as older spellings of the same options. :func:`account_from_args`
+turns the result into the :class:`~xmpp_queue.client.Account` that ``Worker``
+and ``Publisher`` take.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import argparse
 import json
 import logging
 from pathlib import Path
+
+from xmpp_queue.client.account import Account
 
 REQUIRED = ("jid", "password", "service", "node")
 
@@ -76,3 +80,15 @@ def fill_from_connection(args: argparse.Namespace, role: str) -> None:
     args.port = args.port or details.get("port", 5222)
     # The demo's Prosody listens on loopback without TLS.
     args.allow_plain = args.allow_plain or bool(details)
+
+
+def account_from_args(args: argparse.Namespace) -> Account:
+    """The parsed login options (after :func:`parse_login_args`) as an :class:`Account`."""
+    return Account(
+        jid=args.jid,
+        password=args.password,
+        service=args.service,
+        host=args.host,
+        port=args.port,
+        allow_plain=args.allow_plain,
+    )

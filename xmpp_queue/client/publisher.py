@@ -2,8 +2,9 @@
 
 Usage::
 
-    async with Publisher("app@localhost", "secret", "queue.localhost",
-                         host="127.0.0.1", port=5222, allow_plain=True) as pub:
+    account = Account(jid="app@localhost", password="secret",
+                      service="queue.localhost", allow_plain=True)
+    async with Publisher(account) as pub:
         await pub.create_queue("jobs", lock_timeout=60, max_deliveries=5)
         item_id = await pub.publish("jobs", json_payload({"n": 1}))
 
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
+from xmpp_queue.client.account import Account, login_and_rest
 from xmpp_queue.client.attributes import (
     Priority,
     PublishItem,
@@ -78,32 +80,38 @@ class Publisher:
 
     def __init__(
         self,
-        jid: str,
-        password: str,
-        service_jid: str,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 5222,
+        account: Account | str,
+        *older_login: str,
+        host: str | None = None,
+        port: int | None = None,
         window: int = 32,
-        allow_plain: bool = False,
+        allow_plain: bool | None = None,
         check_payloads: bool = True,
         retry: RetryPolicy | None = None,
-        reply_timeout: float = 30.0,
+        reply_timeout: float | None = None,
         reconnect: ReconnectPolicy | None = PUBLISHER_RECONNECT,
         name: str | None = None,
     ) -> None:
-        self.jid = jid
-        self._password = password
-        self.service_jid = service_jid
-        self.host = host
-        self.port = port
-        self.allow_plain = allow_plain
+        """``Publisher(account)``; ``Publisher(jid, password, service, host=...)`` too."""
+        self.account, _ = login_and_rest(
+            account,
+            older_login,
+            0,
+            host=host,
+            port=port,
+            allow_plain=allow_plain,
+            reply_timeout=reply_timeout,
+        )
+        self.jid = self.account.jid
+        self.service_jid = self.account.service
+        self.host, self.port = self.account.address
+        self.allow_plain = self.account.allow_plain
         self.check_payloads = check_payloads
-        self.reply_timeout = reply_timeout
+        self.reply_timeout = self.account.reply_timeout
         self._window_size = window
         self._retry = retry
         self.reconnect = reconnect
-        self.name = name or jid
+        self.name = name or self.jid
         self._window: PublishWindow[Any] | None = None  # str for one item, list[str] for a batch
         self._session: Session | None = None
         self.published = 0
@@ -111,15 +119,7 @@ class Publisher:
     # --- lifecycle -----------------------------------------------------------------
 
     async def _open_link(self) -> PubSubLink:
-        return await PubSubLink.open(
-            self.jid,
-            self._password,
-            self.service_jid,
-            host=self.host,
-            port=self.port,
-            allow_plain=self.allow_plain,
-            reply_timeout=self.reply_timeout,
-        )
+        return await PubSubLink.connect(self.account)
 
     async def connect(self) -> None:
         """Log in; a failure here raises at once (only a later loss is reconnected)."""

@@ -5,8 +5,9 @@ Usage::
     async def handle(job: Job) -> None:
         print(job.item_id, job.json())      # raise to give the item back
 
-    worker = Worker("bee@localhost", "secret", "queue.localhost", "jobs", handle,
-                    queue_requests=4, allow_plain=True)
+    account = Account(jid="bee@localhost", password="secret",
+                      service="queue.localhost", allow_plain=True)
+    worker = Worker(account, "jobs", handle, queue_requests=4)
     asyncio.run(worker.run())               # Ctrl-C drains and returns
 
 The life of a worker, in protocol terms:
@@ -47,11 +48,13 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from xmpp_queue.client.account import Account, login_and_rest
 from xmpp_queue.client.acks import BatchingOps
 from xmpp_queue.client.errors import ClientError, StanzaError
 from xmpp_queue.client.handlers import InThread, bind_handler
-from xmpp_queue.client.jobs import Handler, JobRunner, QueueOps, WorkerStats, check_handler
+from xmpp_queue.client.jobs import JobRunner, QueueOps, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.resend import SessionOps
 from xmpp_queue.client.session import ReconnectPolicy, Session
@@ -65,6 +68,10 @@ MAX_BATCH = 1000  # the service's bound on items per notification and per reques
 
 class Worker:
     """A queue subscriber that runs ``await handler(job)`` for each item it gets.
+
+    ``Worker(account, node, handler, ...)`` with an :class:`Account`; the older
+    ``Worker(jid, password, service, node, handler, host=, port=, allow_plain=)``
+    builds the Account from those.
 
     A job's lock is kept alive while its handler runs: a lock a third gone is
     extended (the client's extend request) to now + *lock_extend* seconds, or
@@ -99,23 +106,22 @@ class Worker:
 
     def __init__(
         self,
-        jid: str,
-        password: str,
-        service_jid: str,
-        node: str,
-        handler: Handler,
-        *,
+        account: Account | str,
+        *node_and_handler: Any,
         queue_requests: int = 1,
         max_batch: int = 1,
-        host: str = "127.0.0.1",
-        port: int = 5222,
+        host: str | None = None,
+        port: int | None = None,
         lock_extend: int | None = None,
-        allow_plain: bool = False,
+        allow_plain: bool | None = None,
         drain_grace: float = 30.0,
         name: str | None = None,
         reconnect: ReconnectPolicy | None = ReconnectPolicy(),  # noqa: B008 - frozen
         link_factory: Callable[[], Awaitable[PubSubLink]] | None = None,
     ) -> None:
+        account, (node, handler) = login_and_rest(
+            account, node_and_handler, 2, host=host, port=port, allow_plain=allow_plain
+        )
         if queue_requests < 1:
             raise ValueError("queue_requests must be a positive integer")
         if not 1 <= max_batch <= MAX_BATCH:
@@ -123,14 +129,13 @@ class Worker:
         check_handler(handler)
         if lock_extend is not None and lock_extend < 0:
             raise ValueError("lock_extend must be 0 (off) or a number of seconds")
-        bare_jid, _, resource = jid.partition("/")
+        bare_jid, _, resource = account.jid.partition("/")
         if not resource:
             resource = name or default_resource()
         name = name or resource
-        jid = f"{bare_jid}/{resource}"
-        self.jid = jid
-        self._password = password
-        self.service_jid = service_jid
+        self.account = account.replace(jid=f"{bare_jid}/{resource}")
+        self.jid = self.account.jid
+        self.service_jid = account.service
         self.node = node
         self._executor: ThreadPoolExecutor | None = None
         if isinstance(handler, InThread):  # one thread per held item, none shared
@@ -141,10 +146,9 @@ class Worker:
         self.handler = handler
         self.queue_requests = queue_requests
         self.max_batch = max_batch
-        self.host = host
-        self.port = port
+        self.host, self.port = self.account.address
         self.lock_extend = lock_extend
-        self.allow_plain = allow_plain
+        self.allow_plain = self.account.allow_plain
         self.drain_grace = drain_grace
         self.name = name
         self.reconnect = reconnect
@@ -182,14 +186,7 @@ class Worker:
     # --- starting ------------------------------------------------------------------
 
     async def _open_link(self) -> PubSubLink:
-        return await PubSubLink.open(
-            self.jid,
-            self._password,
-            self.service_jid,
-            host=self.host,
-            port=self.port,
-            allow_plain=self.allow_plain,
-        )
+        return await PubSubLink.connect(self.account)
 
     async def start(self) -> None:
         """Log in, send presence, subscribe; items may arrive as soon as this returns.

@@ -232,17 +232,9 @@ async def check_node(config: PublisherConfig, node: str) -> None:
     from xmpp_queue.client.link import PubSubLink
     from xmpp_queue.client.wire import quote_attr
 
-    where = f"{config.service_jid} via {config.host}:{config.port}"
+    where = config.where
     try:
-        link = await PubSubLink.open(
-            config.jid,
-            config.password,
-            config.service_jid,
-            host=config.host,
-            port=config.port,
-            allow_plain=config.allow_plain,
-            reply_timeout=30.0,
-        )
+        link = await PubSubLink.connect(config.account)
     except (ClientError, TimeoutError) as exc:
         raise PipelineSettingsError(f"cannot log in as {config.jid} ({where}): {exc}") from None
     try:
@@ -251,7 +243,7 @@ async def check_node(config: PublisherConfig, node: str) -> None:
     except StanzaError as exc:
         if exc.condition == "item-not-found":
             raise PipelineSettingsError(
-                f"node {node!r} does not exist on {config.service_jid}: check --node, or "
+                f"node {node!r} does not exist on {config.account.service}: check --node, or "
                 "create the queue first"
             ) from None
         raise PipelineSettingsError(f"node {node!r} on {where}: {exc}") from None

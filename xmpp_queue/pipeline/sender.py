@@ -63,13 +63,8 @@ class PartitionSender:
 
         cfg = self.config
         publisher = Publisher(
-            cfg.jid,
-            cfg.password,
-            cfg.service_jid,
-            host=cfg.host,
-            port=cfg.port,
+            cfg.account,
             window=cfg.window,
-            allow_plain=cfg.allow_plain,
             # XML payloads were checked by xml_problem; JSON containers are built well-formed.
             check_payloads=False,
         )

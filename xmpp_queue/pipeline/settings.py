@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from xmpp_queue.client.account import Account
 from xmpp_queue.core.model import NodeConfig
 from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
 
@@ -75,31 +76,39 @@ class PipelineSettings:
             raise PipelineSettingsError(
                 f"[pipeline] enqueue needs {', '.join(missing)} in the config file"
             )
-        return PublisherConfig(
+        return PublisherConfig(self.publisher_account(), self.window, self.publish_batch)
+
+    def publisher_account(self) -> Account:
+        """The ``[pipeline]`` publisher keys as the client's :class:`Account`."""
+        return Account(
             jid=self.publisher_jid,
             password=self.publisher_password,
-            service_jid=self.service_jid,
+            service=self.service_jid,
             host=self.xmpp_host,
             port=self.xmpp_port,
-            window=self.window,
             allow_plain=self.allow_plain,
-            batch=self.publish_batch,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class PublisherConfig:
-    """What one Spark partition needs to open its publisher connection (picklable)."""
+    """What one Spark partition needs to open its publisher connection (picklable):
+    the account (the client's own login value) and the publishing options."""
 
-    jid: str
-    password: str
-    service_jid: str
-    host: str
-    port: int
-    window: int
-    allow_plain: bool = False
+    account: Account
+    window: int = 32
     batch: int = DEFAULT_PUBLISH_BATCH
     """Rows per publish request; 1 sends one publish per row."""
+
+    @property
+    def jid(self) -> str:
+        return self.account.jid
+
+    @property
+    def where(self) -> str:
+        """The service and the server, for messages."""
+        host, port = self.account.address
+        return f"{self.account.service} via {host}:{port}"
 
 
 _STR_KEYS = {

@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +103,17 @@ def terminate_pid(pid: int, grace: float = 10.0) -> None:
     except ProcessLookupError:
         return
     wait_until(lambda: not pid_alive(pid), 5.0)
+
+
+def stop_child(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM a child process, wait up to *grace* s, then SIGKILL; always reaped."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

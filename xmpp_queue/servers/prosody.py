@@ -40,6 +40,7 @@ from xmpp_queue.servers._process import (
     log_tail,
     lua_string,
     port_accepts,
+    stop_child,
     wait_until,
 )
 from xmpp_queue.servers.shipped import ProsodyExample
@@ -149,13 +150,8 @@ class PrivateProsody(ServerLifecycle):
         """SIGTERM the process, SIGKILL after 10 s; delete the temporary directory."""
         atexit.unregister(self.stop)
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_child(process)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
@@ -170,13 +166,8 @@ class PrivateProsody(ServerLifecycle):
         if prosody is None or self.workdir is None:
             raise ServerError("PrivateProsody.restart() needs a started server")
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_child(process)
         time.sleep(down_for)
         self._launch(prosody)
         if not self._wait_ready():
