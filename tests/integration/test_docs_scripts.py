@@ -33,6 +33,7 @@ from xmpp_queue.client import Publisher, json_payload
 DOCS = ("client.md", "queueing.md")
 SETTINGS = ("SERVICE", "PUBLISHER", "WORKER", "CONNECT")
 FRAGMENT = re.compile(r"^<!--\s*fragment:\s*(?P<why>\S.*?)\s*-->$")
+OFFLINE = re.compile(r"^<!--\s*offline:\s*(?P<why>\S.*?)\s*-->$")
 SCRIPT_TIMEOUT = 60.0
 
 
@@ -47,6 +48,7 @@ class Block:
     code: str
     after: str
     fragment: str | None
+    offline: str | None = None  # runs as written, without a server (and why)
 
     @property
     def id(self) -> str:
@@ -71,6 +73,7 @@ def find_blocks(text: str, doc: str) -> list[Block]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
         before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marked = FRAGMENT.match(before)
+        alone = OFFLINE.match(before)
         rest = lines[end + 1 :]
         stop = next((k for k, text_line in enumerate(rest) if text_line.startswith("#")), None)
         found.append(
@@ -81,6 +84,7 @@ def find_blocks(text: str, doc: str) -> list[Block]:
                 "\n".join(lines[i + 1 : end]) + "\n",
                 "\n".join(rest[:stop]),
                 marked.group("why") if marked else None,
+                alone.group("why") if alone else None,
             )
         )
         i = end + 1
@@ -161,6 +165,15 @@ def ordered_example(out: str, block: Block) -> None:
     assert "c1-2 attempt 2" in out
 
 
+def single_active_example(out: str, block: Block) -> None:
+    lines = out.splitlines()
+    assert lines[-3:] == [
+        "a ['a-1', 'a-2', 'a-3']",
+        "b ['b-1', 'b-2', 'b-3']",
+        "['first', 'standby']",
+    ], lines
+
+
 def topics_example(out: str, block: Block) -> None:
     printed = block.after.split("It prints:\n\n```\n", 1)[1].split("```", 1)[0]
     assert out == printed
@@ -173,6 +186,7 @@ EXPECTED: dict[str, Expected] = {
     'create_queue(\n            "reports"': Expected(check=dedup_example),
     'create_queue("invoices", ordered=True': Expected(check=ordered_example),
     'create_node("billing")': Expected(check=topics_example),
+    'create_queue("accounts", ordered=True': Expected(check=single_active_example),
 }
 
 
@@ -232,6 +246,19 @@ async def test_the_guides_python_blocks_run_as_written(
 ) -> None:
     if block.fragment is not None:
         compile(block.code, block.id, "exec")
+        return
+    if block.offline is not None:
+        path = tmp_path / "offline_example.py"
+        path.write_text(block.code, encoding="utf-8")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(path),
+            env=subprocess_env(),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(), SCRIPT_TIMEOUT)
+        assert process.returncode == 0, f"{block.id}: {err.decode()}"
         return
     await component(server=prosody)
     target = Target(
