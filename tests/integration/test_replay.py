@@ -6,12 +6,15 @@ the replayed items again."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from tests.integration.queue_helpers import unique, wait_until
+from tests.kit.integration import subprocess_env
 from xmpp_queue.client import Job, Publisher, Worker, json_payload
 from xmpp_queue.client.errors import StanzaError
 
@@ -36,6 +39,31 @@ def _worker(prosody: Any, accounts: Any, node: str, seen: list[str]) -> Worker:
         name="w1",
         queue_requests=2,
     )
+
+
+async def _owner_cli(prosody: Any, accounts: Any, *args: str) -> Any:
+    """``python -m xmpp_queue admin ARGS`` logged in as pub, the queue's owner."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "xmpp_queue",
+        "admin",
+        "-j",
+        f"pub@{prosody.domain}",
+        "-s",
+        accounts.component_jid,
+        "--server",
+        f"{prosody.host}:{prosody.c2s_port}",
+        "--allow-plain",
+        *args,
+        env={**subprocess_env(), "XMPP_QUEUE_PASSWORD": accounts.password},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out) if "--json" in args else out.decode()
 
 
 async def _until(check: Callable[[], bool], what: str) -> None:
@@ -90,7 +118,11 @@ async def test_a_seek_to_a_snapshot_gives_the_worker_the_items_acked_since(
         assert sorted(seen) == ["i1", "i2", "i3", "i3", "i4", "i4"]
         await asyncio.wait_for(worker.stop(grace=1), 10)
 
-        await pub.delete_snapshot(node, "s1")
+        # The admin CLI, run by the queue's owner (not an admin): list, then delete.
+        listed = await _owner_cli(prosody, accounts, "--json", "snapshots", node)
+        assert [r["name"] for r in listed["tables"]["snapshots"]] == ["s1"]
+        assert listed["fields"]["retained"] == 4
+        await _owner_cli(prosody, accounts, "snapshot-delete", node, "s1")
         assert await pub.snapshots(node) == {}
     finally:
         await asyncio.wait_for(pub.close(), 10)
