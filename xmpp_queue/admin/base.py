@@ -3,8 +3,9 @@
 A command is a class with a disco ``node`` and a human ``name``; its ``start``
 step and the steps it names are short coroutines that read a form, make one
 service call as :data:`~xmpp_queue.core.model.SYSTEM`, and say what happened.
-The access check (admins only) is not here: the guard in ``commands.py`` runs it
-before any step, for every request of a session.
+The access check is not here: the guard in ``commands.py`` runs it before any
+step, for every request of a session (admins only, unless a command is
+``open_to_owners``: then the core checks ownership with the requester as actor).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class AdminContext:
     on_redrive: RedriveObserver | None = None
     read_payload: PayloadReader | None = None
     push: Any = None  # push/registry.py's PushSubscriptions (admin/push_levers.py)
+    admins: frozenset[str] = frozenset()
+    """Bare JIDs of the commands' admins (a command open to owners acts as SYSTEM for them)."""
 
     def now(self) -> datetime:
         return self.service.clock()
@@ -54,6 +57,8 @@ class AdminContext:
 class AdminCommand(abc.ABC):
     node: ClassVar[str]
     name: ClassVar[str]
+    open_to_owners: ClassVar[bool] = False
+    """Also listed for and run by non-admins; the core refuses those not owning the queue."""
 
     def __init__(self, ctx: AdminContext) -> None:
         self.ctx = ctx

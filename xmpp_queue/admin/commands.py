@@ -5,10 +5,11 @@ provider and has a few gaps for a service that must not be steered by strangers.
 :class:`AdminCommandSet` closes them in one place, in front of the plugin:
 
 - **Who may see and run.** The command list (disco#items on the commands node) is
-  built per requester: admins see the commands, others an empty list. disco#info
-  on a command node answers ``forbidden`` to others (XEP-0050 §2.2), and every
-  request of every session is checked, so a non-admin gets ``forbidden`` before
-  any step runs and nothing changes.
+  built per requester: admins see the commands, others only those open to a
+  queue's owners (seek and snapshots, ``replay_levers.py``, where the core checks
+  ownership). disco#info on any other command node answers ``forbidden`` to
+  others (XEP-0050 §2.2), and every request of every session is checked, so a
+  non-admin gets ``forbidden`` before any step runs and nothing changes.
 - **Whose session.** A session belongs to the full JID that started it and to its
   command; another requester, or another command node, gets ``bad-sessionid``.
   An unknown or finished session id gets ``session-expired`` (the plugin would
@@ -63,6 +64,12 @@ from xmpp_queue.admin.queue_levers import (
     RedriveDeadLetters,
     UnlockItems,
 )
+from xmpp_queue.admin.replay_levers import (
+    DeleteSnapshot,
+    ListSnapshots,
+    SeekQueue,
+    TakeSnapshot,
+)
 from xmpp_queue.admin.views import QueueDetailsCommand, QueueOverview, ServiceStatusCommand
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.model import Actor
@@ -87,6 +94,10 @@ ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
     RedriveDeadLetters,
     KickSubscriber,
     ConfigureQueue,
+    SeekQueue,
+    TakeSnapshot,
+    ListSnapshots,
+    DeleteSnapshot,
     PushList,
     PushAdd,
     PushRemove,
@@ -161,7 +172,9 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(service, database_url, on_redrive, read_payload, push)
+        context = AdminContext(
+            service, database_url, on_redrive, read_payload, push, admins=self.admins
+        )
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property
@@ -208,8 +221,9 @@ class AdminCommandSet:
         self._admit(ifrom)
         items = DiscoItems()
         items["node"] = COMMANDS_NS
-        if self.is_admin(ifrom):
-            for cmd in self.commands.values():
+        admin = self.is_admin(ifrom)
+        for cmd in self.commands.values():
+            if admin or cmd.open_to_owners:
                 items.add_item(self.jid, node=cmd.node, name=cmd.name)
         return items
 
@@ -222,7 +236,7 @@ class AdminCommandSet:
 
     def _command_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
         self._admit(ifrom)
-        if not self.is_admin(ifrom):
+        if not self.is_admin(ifrom) and not self.commands[node].open_to_owners:
             raise forbidden("this command is for the service's admins")
         info = DiscoInfo()
         info.add_identity("automation", "command-node", name=self.commands[node].name)
@@ -237,7 +251,7 @@ class AdminCommandSet:
             await self._adhoc._handle_command_all(iq)
             return
         requester = iq["from"]
-        if not self.is_admin(requester):
+        if not self.is_admin(requester) and not self.commands[node].open_to_owners:
             log.info("event=admin_forbidden command=%s from=%s", node, requester)
             raise forbidden("this command is for the service's admins")
         self._forget_stale()

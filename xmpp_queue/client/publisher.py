@@ -8,11 +8,10 @@ Usage::
         await pub.create_queue("jobs", lock_timeout=60, max_deliveries=5)
         item_id = await pub.publish("jobs", json_payload({"n": 1}))
 
-``publish`` waits for the service's answer (the item is committed when it
-returns). For throughput, ``submit`` returns as soon as the request is on the
-wire and hands back a future; it waits only while ``window`` requests are
-already outstanding. This API is used by the Spark bulk-enqueue job from its
-partitions: keep it stable.
+``publish`` waits for the service's answer (the item is committed when it returns).
+For throughput, ``submit`` returns as soon as the request is on the wire and hands
+back a future; it waits only while ``window`` requests are already outstanding. The
+Spark bulk-enqueue job uses this API: keep it stable. Seek and snapshots: adhoc.py.
 
 When the stream is lost the publisher logs in again with backoff
 (:class:`ReconnectPolicy`; by default it gives up after 60 s without a
@@ -35,6 +34,7 @@ from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
 from xmpp_queue.client.account import Account, login_and_rest
+from xmpp_queue.client.adhoc import ReplayCommands
 from xmpp_queue.client.attributes import (
     Priority,
     PublishItem,
@@ -75,7 +75,7 @@ def queue_config(
 PUBLISHER_RECONNECT = ReconnectPolicy(give_up_after=60.0)
 
 
-class Publisher:
+class Publisher(ReplayCommands):
     """A c2s client that publishes items to one pubsub service."""
 
     def __init__(
