@@ -26,6 +26,10 @@ One sub-command per command the service offers (``ADMIN_COMMANDS`` in
     xmpp-queue admin -c config.toml move jobs/dead-letter 42 jobs
     xmpp-queue admin -c config.toml delete-item jobs 42
     xmpp-queue admin -c config.toml affiliations jobs --set worker@example.org=member
+    xmpp-queue admin -c config.toml push-add jobs https://hooks.example.com/jobs \\
+        --secret-file /run/secrets/jobs-hmac     # secrets from files or env, never argv
+    xmpp-queue admin -c config.toml push-list jobs
+    xmpp-queue admin -c config.toml push-remove jobs 3f2a9c0d11b7
     xmpp-queue admin -c config.toml --json list     # for scripts
 
 Connection options are the client library's (``xmpp_queue/client/options.py``,
@@ -54,6 +58,7 @@ from slixmpp import JID
 from slixmpp.exceptions import IqError, IqTimeout
 
 from xmpp_queue.admin_cli_items import ITEM_SUBCOMMANDS, add_item_commands, plan_item
+from xmpp_queue.admin_cli_push import PUSH_SUBCOMMANDS, add_push_commands, plan_push
 from xmpp_queue.admin_client import AdminClient, UsageError, login_from_config
 from xmpp_queue.admin_output import dumps, print_reply, reply_json, status_of
 from xmpp_queue.client.account import Account, split_server
@@ -84,6 +89,7 @@ SUBCOMMANDS = {
     "delete-node": "delete-node",
     "status": "status",
     **ITEM_SUBCOMMANDS,
+    **PUSH_SUBCOMMANDS,
 }
 """Sub-command -> the service's command node (without the prefix)."""
 
@@ -125,6 +131,8 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
         return node, []
     if action in ITEM_SUBCOMMANDS:
         return node, plan_item(args, _node(args))
+    if action in PUSH_SUBCOMMANDS:
+        return node, plan_push(args, _node(args))
     if action == "details":
         return node, [{"node": _node(args)}]
     if action == "unlock":
@@ -196,6 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     command("status", "version, uptime, database and counts")
     add_item_commands(command)
+    add_push_commands(command)
     command("commands", "the commands this account may run")
 
 

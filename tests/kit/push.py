@@ -38,6 +38,8 @@ class Receiver:
         self.delay = 0.0  # seconds before answering
         self.hold = False  # never answer (the component is killed meanwhile)
         self.open = 0
+        self.headers: list[dict[str, str]] = []  # of each POST, in arrival order
+        self.bodies: list[bytes] = []
         self.arrived = asyncio.Condition()
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -64,7 +66,10 @@ class Receiver:
             self._runner = None
 
     async def _handle(self, request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
+        raw = await request.read()
+        body = json.loads(raw)
+        self.headers.append(dict(request.headers))
+        self.bodies.append(raw)
         status = self.statuses.pop(0) if self.statuses else self.default
         self.open += 1
         try:
