@@ -78,6 +78,35 @@ async def test_push_added_by_command_acks_by_status(
     assert BEARER not in log and SECRET not in log
 
 
+async def test_a_queue_owner_adds_lists_and_removes_its_own_push_subscription(
+    component: ComponentFactory, client: ClientFactory, receiver: Receiver
+) -> None:
+    """Not an admin: alice owns the queue, so the push commands act as her; bob, who
+    owns another queue, is refused hers by the service's owner check."""
+    await component(push=PUSH)
+    alice, bob = await client("alice"), await client("bob")
+    node = await create_queue(alice, queue_retry_delay=0)
+    await create_queue(bob)
+    done = await _add_push(alice, node, receiver.url)
+    assert done["command"]["status"] == "completed", done
+    await publish(alice, node, "o1")
+    await receiver.until(lambda seen: receiver.acked() == {"o1"})
+
+    picker = await execute(bob, "xmpp-queue#push-list")
+    assert node not in str(picker)  # bob's picker offers only his own queue
+    with pytest.raises(IqError) as refused:
+        await answer(bob, picker, {"node": node})
+    assert refused.value.iq["error"]["condition"] == "forbidden"
+
+    listing = await answer(alice, await execute(alice, "xmpp-queue#push-list"), {"node": node})
+    [row] = result_forms(listing)[0].get_items()
+    removing = await answer(alice, await execute(alice, "xmpp-queue#push-remove"), {"node": node})
+    removed = await answer(alice, removing, {"id": row["id"]})
+    assert removed["command"]["status"] == "completed"
+    listing = await answer(alice, await execute(alice, "xmpp-queue#push-list"), {"node": node})
+    assert result_forms(listing)[0].get_items() == []
+
+
 async def test_sigkill_with_pushes_in_flight_loses_nothing(
     component: ComponentFactory, client: ClientFactory, receiver: Receiver, database_url: str
 ) -> None:
