@@ -27,6 +27,10 @@ One sub-command per command the service offers (``ADMIN_COMMANDS`` in
     xmpp-queue admin -c config.toml delete-item jobs 42
     xmpp-queue admin -c config.toml affiliations jobs --set worker@example.org=member
     xmpp-queue admin -c config.toml seek jobs --snapshot before-deploy   # owners too
+    xmpp-queue admin -c config.toml push-add jobs https://hooks.example.com/jobs \\
+        --secret-file /run/secrets/jobs-hmac     # secrets from files or env, never argv
+    xmpp-queue admin -c config.toml push-list jobs
+    xmpp-queue admin -c config.toml push-remove jobs 3f2a9c0d11b7
     xmpp-queue admin -c config.toml --json list     # for scripts
 
 Connection options are the client library's (``xmpp_queue/client/options.py``,
@@ -55,6 +59,7 @@ from slixmpp import JID
 from slixmpp.exceptions import IqError, IqTimeout
 
 from xmpp_queue.admin_cli_items import ITEM_SUBCOMMANDS, add_item_commands, plan_item
+from xmpp_queue.admin_cli_push import PUSH_SUBCOMMANDS, add_push_commands, plan_push
 from xmpp_queue.admin_cli_replay import REPLAY_SUBCOMMANDS, add_replay_commands, plan_replay
 from xmpp_queue.admin_client import AdminClient, UsageError, login_from_config
 from xmpp_queue.admin_output import dumps, print_reply, reply_json, status_of
@@ -87,6 +92,7 @@ SUBCOMMANDS = {
     "status": "status",
     **ITEM_SUBCOMMANDS,
     **REPLAY_SUBCOMMANDS,
+    **PUSH_SUBCOMMANDS,
 }
 """Sub-command -> the service's command node (without the prefix)."""
 
@@ -130,6 +136,8 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
         return node, plan_item(args, _node(args))
     if action in REPLAY_SUBCOMMANDS:
         return node, plan_replay(args, _node(args))
+    if action in PUSH_SUBCOMMANDS:
+        return node, plan_push(args, _node(args))
     if action == "details":
         return node, [{"node": _node(args)}]
     if action == "unlock":
@@ -202,6 +210,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command("status", "version, uptime, database and counts")
     add_item_commands(command)
     add_replay_commands(command)
+    add_push_commands(command)
     command("commands", "the commands this account may run")
 
 

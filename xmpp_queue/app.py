@@ -32,11 +32,12 @@ import gc
 import logging
 import signal
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from xmpp_queue.config import Settings
+from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.observe import ObservedStore
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
@@ -263,6 +264,7 @@ async def _serve_term(
                     component,
                     outbox,
                     state_store.health,
+                    pushes,
                 )
             except OSError as exc:
                 assert settings.http is not None
@@ -315,6 +317,7 @@ async def _start_http(
     component: Any,
     outbox: Outbox,
     writes: WriteHealth,
+    pushes: Any = None,
 ) -> Any:
     """Build and start the operations listener (metrics, probes, dashboard)."""
     from xmpp_queue.http.actions import DashboardActions
@@ -341,9 +344,19 @@ async def _start_http(
         admin_token=http.admin_token,
         jid=settings.component.jid,
         allowed_hosts=http.allowed_hosts,
+        push_views=None if pushes is None else _push_views(pushes),
     )
     await ops.start()
     return ops
+
+
+def _push_views(pushes: Any) -> Callable[[str], Awaitable[list[dict[str, str]]]]:
+    """The dashboard's view of a queue's push subscriptions: the registry's masked rows."""
+
+    async def views(node: str) -> list[dict[str, str]]:
+        return [p.view() for p in await pushes.list(SYSTEM, node)]
+
+    return views
 
 
 def _freeze_startup_heap() -> None:

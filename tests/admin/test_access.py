@@ -12,6 +12,7 @@ from slixmpp import Iq
 from tests.kit.admin import (
     ALICE,
     OTHER_ADMIN,
+    OWNER,
     STRANGER,
     Monotonic,
     Transcript,
@@ -20,6 +21,7 @@ from tests.kit.admin import (
     make_queue,
     make_worker,
     note,
+    options,
     publish,
 )
 from xmpp_queue.admin.commands import ADMIN_COMMANDS
@@ -28,8 +30,8 @@ from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.service import PubSubService
 
 ALL_NODES = [c.node for c in ADMIN_COMMANDS]
-ADMIN_ONLY = [c.node for c in ADMIN_COMMANDS if not c.open_to_owners]
-OWNERS_TOO = [c.node for c in ADMIN_COMMANDS if c.open_to_owners]
+OWNER_NODES = [c.node for c in ADMIN_COMMANDS if c.owners_may]
+ADMIN_ONLY = [n for n in ALL_NODES if n not in OWNER_NODES]
 
 
 def item_nodes(reply: Iq) -> list[str]:
@@ -53,12 +55,33 @@ async def test_2_2_admin_jids_compare_as_bare_normalised_jids(transcript: Transc
     assert item_nodes(await transcript.disco("items", COMMANDS_NS, OTHER_ADMIN)) == ALL_NODES
 
 
-async def test_2_2_non_admin_sees_only_the_commands_open_to_owners(
-    transcript: Transcript,
-) -> None:
+async def test_2_2_non_admin_sees_only_the_owners_commands(transcript: Transcript) -> None:
     reply = await transcript.disco("items", COMMANDS_NS, STRANGER)
     assert reply["type"] == "result"
-    assert item_nodes(reply) == OWNERS_TOO  # seek and snapshots: the core checks ownership
+    assert item_nodes(reply) == OWNER_NODES
+    assert set(OWNER_NODES) == {
+        "xmpp-queue#push-list",
+        "xmpp-queue#push-add",
+        "xmpp-queue#push-remove",
+        "xmpp-queue#seek",
+        "xmpp-queue#snapshot",
+        "xmpp-queue#snapshots",
+        "xmpp-queue#snapshot-delete",
+    }
+
+
+@pytest.mark.parametrize("node", [n for n in OWNER_NODES if "push" in n])
+async def test_an_owners_command_offers_a_non_admin_only_the_queues_it_owns(
+    transcript: Transcript, service: PubSubService, node: str
+) -> None:
+    await make_queue(service)  # owned by OWNER, not by the stranger
+    info = await transcript.disco("info", node, STRANGER)
+    assert info["type"] == "result"
+    reply = await transcript.execute(node, STRANGER)
+    assert reply["command"]["status"] == "completed"
+    assert note(reply) == "There are no queues you own."
+    mine = await transcript.execute(node, OWNER.jid)
+    assert options(form_of(mine), "node") == ["jobs"]
 
 
 async def test_2_2_command_node_info_for_admins_forbidden_to_others(
@@ -80,7 +103,7 @@ async def test_2_2_commands_node_info_names_the_command_list(transcript: Transcr
 
 
 @pytest.mark.parametrize("node", ADMIN_ONLY)
-async def test_4_4_non_admin_executing_any_admin_command_is_forbidden(
+async def test_4_4_non_admin_executing_an_admin_command_is_forbidden(
     transcript: Transcript, node: str
 ) -> None:
     reply = await transcript.execute(node, STRANGER)

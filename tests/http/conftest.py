@@ -11,14 +11,18 @@ import pytest
 
 from tests.kit import FakeClock
 from tests.kit.http import (
+    LOOPBACK_PUSH,
     TOKEN,
     Ops,
     build,
+    push_views,
 )
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.http.actions import DashboardActions
 from xmpp_queue.http.health import HealthChecks
 from xmpp_queue.http.server import OpsServer
+from xmpp_queue.push.registry import PushSubscriptions
+from xmpp_queue.runtime.outbox import Outbox
 from xmpp_queue.storage.store import StateStore
 
 
@@ -44,10 +48,22 @@ async def ops(clock: FakeClock) -> AsyncIterator[Ops]:
         write_failure=lambda: None if store_writes.ok else store_writes.error,
     )
     actions = DashboardActions(service, send, on_redrive=metrics.redrive_done)
-    server = OpsServer("127.0.0.1", 0, service, metrics, health, actions, TOKEN, "queue.test")
+    pushes = PushSubscriptions(service, Outbox(), LOOPBACK_PUSH, "queue.test")
+    server = OpsServer(
+        "127.0.0.1",
+        0,
+        service,
+        metrics,
+        health,
+        actions,
+        TOKEN,
+        "queue.test",
+        push_views=push_views(pushes),
+    )
     host, port = await server.start()
     async with aiohttp.ClientSession() as session:
         base = f"http://{host}:{port}"
-        yield Ops(service, metrics, server, session, base, clock, sent, store.inner)
+        yield Ops(service, metrics, server, session, base, clock, sent, store.inner, pushes)
     await server.stop()
+    await pushes.close()
     await service.stop()

@@ -5,18 +5,16 @@ endpoint named by its rule, and SIGKILL with POSTs in flight losing nothing.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from slixmpp.exceptions import IqError
 
 from tests.integration.queue_helpers import create_queue, publish
 from tests.integration.test_admin import answer, execute, result_forms
-from tests.kit.integration import ClientFactory, ComponentFactory
+from tests.kit.integration import ClientFactory, ComponentFactory, XmppServer
+from tests.kit.push import Receiver
 
 pytestmark = [pytest.mark.integration]
 
@@ -29,40 +27,11 @@ PUSH = {
 BEARER, SECRET = "tok-wire-123", "hmac-wire-456"
 
 
-class Receiver:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, int, int]] = []  # (id, delivery attempt, status)
-        self.statuses: list[int] = []
-        self.hold = False  # never answer (the component is killed meanwhile)
-        self.arrived = asyncio.Condition()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
-        status = self.statuses.pop(0) if self.statuses else 204
-        async with self.arrived:
-            self.seen.append((body["id"], body["delivery_attempt"], -1 if self.hold else status))
-            self.arrived.notify_all()
-        if self.hold:
-            await asyncio.sleep(60)
-        return web.Response(status=status)
-
-    async def until(self, predicate: Any, within: float = 30) -> None:
-        async with self.arrived:
-            await asyncio.wait_for(self.arrived.wait_for(lambda: predicate(self.seen)), within)
-
-
 @pytest.fixture
-async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", rec.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield rec, f"http://127.0.0.1:{port}/hook"
-    await runner.cleanup()
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = await Receiver().start()
+    yield rec
+    await rec.stop()
 
 
 async def _add_push(admin: Any, node: str, url: str) -> Any:
@@ -74,9 +43,14 @@ async def _add_push(admin: Any, node: str, url: str) -> Any:
 
 
 async def test_push_added_by_command_acks_by_status(
-    component: ComponentFactory, client: ClientFactory, receiver: tuple[Receiver, str]
+    component: ComponentFactory,
+    client: ClientFactory,
+    receiver: Receiver,
+    database_url: str,
+    xmpp_server: XmppServer,
 ) -> None:
-    rec, url = receiver
+    """On SQLite and PostgreSQL, behind Prosody and ejabberd."""
+    rec, url = receiver, receiver.url
     comp = await component(push=PUSH)
     owner, admin = await client("alice"), await client("admin")
     node = await create_queue(owner, queue_retry_delay=0)
@@ -89,8 +63,8 @@ async def test_push_added_by_command_acks_by_status(
     rec.statuses = [500]  # the first POST is a nack: pushed again, attempt 2
     for n in range(3):
         await publish(owner, node, f"i{n}")
-    await rec.until(lambda seen: sum(1 for s in seen if s[2] == 204) == 3)
-    assert sorted((i, a) for i, a, s in rec.seen if s == 204) in (
+    await rec.until(lambda seen: sum(1 for s in seen if s.status == 204) == 3)
+    assert sorted((s.item, s.attempt) for s in rec.seen if s.status == 204) in (
         [("i0", 2), ("i1", 1), ("i2", 1)],
         [("i0", 1), ("i1", 1), ("i2", 2)],
         [("i0", 1), ("i1", 2), ("i2", 1)],
@@ -104,10 +78,40 @@ async def test_push_added_by_command_acks_by_status(
     assert BEARER not in log and SECRET not in log
 
 
-async def test_sigkill_with_pushes_in_flight_loses_nothing(
-    component: ComponentFactory, client: ClientFactory, receiver: tuple[Receiver, str]
+async def test_a_queue_owner_adds_lists_and_removes_its_own_push_subscription(
+    component: ComponentFactory, client: ClientFactory, receiver: Receiver
 ) -> None:
-    rec, url = receiver
+    """Not an admin: alice owns the queue, so the push commands act as her; bob, who
+    owns another queue, is refused hers by the service's owner check."""
+    await component(push=PUSH)
+    alice, bob = await client("alice"), await client("bob")
+    node = await create_queue(alice, queue_retry_delay=0)
+    await create_queue(bob)
+    done = await _add_push(alice, node, receiver.url)
+    assert done["command"]["status"] == "completed", done
+    await publish(alice, node, "o1")
+    await receiver.until(lambda seen: receiver.acked() == {"o1"})
+
+    picker = await execute(bob, "xmpp-queue#push-list")
+    assert node not in str(picker)  # bob's picker offers only his own queue
+    with pytest.raises(IqError) as refused:
+        await answer(bob, picker, {"node": node})
+    assert refused.value.iq["error"]["condition"] == "forbidden"
+
+    listing = await answer(alice, await execute(alice, "xmpp-queue#push-list"), {"node": node})
+    [row] = result_forms(listing)[0].get_items()
+    removing = await answer(alice, await execute(alice, "xmpp-queue#push-remove"), {"node": node})
+    removed = await answer(alice, removing, {"id": row["id"]})
+    assert removed["command"]["status"] == "completed"
+    listing = await answer(alice, await execute(alice, "xmpp-queue#push-list"), {"node": node})
+    assert result_forms(listing)[0].get_items() == []
+
+
+async def test_sigkill_with_pushes_in_flight_loses_nothing(
+    component: ComponentFactory, client: ClientFactory, receiver: Receiver, database_url: str
+) -> None:
+    """On SQLite and PostgreSQL (the restart reads the push subscription back)."""
+    rec, url = receiver, receiver.url
     comp = await component(push=PUSH)
     owner, admin = await client("alice"), await client("admin")
     node = await create_queue(owner, queue_retry_delay=0, queue_lock_timeout=3)
@@ -120,5 +124,5 @@ async def test_sigkill_with_pushes_in_flight_loses_nothing(
     rec.hold = False
     await comp.astart()  # same database: the push subscription is routed again
     # After the lock timeout every item comes back and is acked now.
-    await rec.until(lambda seen: {i for i, _, s in seen if s == 204} == {"k0", "k1", "k2"}, 40)
-    assert all(a >= 2 for _, a, s in rec.seen if s == 204)
+    await rec.until(lambda seen: rec.acked() == {"k0", "k1", "k2"}, 40)
+    assert all(s.attempt >= 2 for s in rec.seen if s.status == 204)

@@ -4,18 +4,22 @@ Fixtures: tests/http/conftest.py.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
 from tests.kit import FakeClock, build_service
 from xmpp_queue.core.effects import Effect
-from xmpp_queue.core.model import AccessModel, NodeConfig
+from xmpp_queue.core.model import SYSTEM, AccessModel, NodeConfig
 from xmpp_queue.core.observe import ObservedStore
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.http.metrics import QueueMetrics
 from xmpp_queue.http.server import OpsServer
+from xmpp_queue.push.policy import PushPolicy
+from xmpp_queue.push.registry import PushSubscriptions
 from xmpp_queue.storage.store import StateStore
 
 TOKEN = "correct-horse-battery-staple"
@@ -31,6 +35,7 @@ class Ops:
     clock: FakeClock
     sent: list[Effect] = field(default_factory=list)
     store: StateStore | None = None
+    pushes: PushSubscriptions | None = None
 
     async def get(self, path: str) -> tuple[int, str]:
         async with self.session.get(self.base + path) as r:
@@ -42,6 +47,23 @@ class Ops:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         async with self.session.post(self.base + path, json=body, headers=headers) as r:
             return r.status, await r.json()
+
+
+LOOPBACK_PUSH = PushPolicy(
+    allowed_hosts=("127.0.0.1",),
+    allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),),
+    allow_http=True,
+    request_timeout=5,
+)
+
+
+def push_views(pushes: PushSubscriptions) -> Any:
+    """What app.py hands the listener: a queue's push subscriptions, masked."""
+
+    async def views(node: str) -> list[dict[str, str]]:
+        return [p.view() for p in await pushes.list(SYSTEM, node)]
+
+    return views
 
 
 def build(

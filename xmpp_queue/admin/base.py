@@ -4,8 +4,11 @@ A command is a class with a disco ``node`` and a human ``name``; its ``start``
 step and the steps it names are short coroutines that read a form, make one
 service call as :data:`~xmpp_queue.core.model.SYSTEM`, and say what happened.
 The access check is not here: the guard in ``commands.py`` runs it before any
-step, for every request of a session (admins only, unless a command is
-``open_to_owners``: then the core checks ownership with the requester as actor).
+step, for every request of a session. Admins may run every command; a command
+with :attr:`AdminCommand.owners_may` may also be run by anyone the service admits,
+and then its steps act as the requester (:meth:`AdminCommand.actor`), not as
+SYSTEM, so the core's own owner checks decide, and its node picker offers only
+the requester's own queues.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, ClassVar
 
 from xmpp_queue.admin.flow import CommandSession, Step
 from xmpp_queue.admin.forms import Submitted, add_node_choice, new_form
-from xmpp_queue.core.model import SYSTEM, Node
+from xmpp_queue.core.model import SYSTEM, Actor, Affiliation, Node
 from xmpp_queue.core.node_config import NODE_CONFIG_FIELDS
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.service import PubSubService
@@ -47,8 +50,10 @@ class AdminContext:
     on_redrive: RedriveObserver | None = None
     read_payload: PayloadReader | None = None
     push: Any = None  # push/registry.py's PushSubscriptions (admin/push_levers.py)
-    admins: frozenset[str] = frozenset()
-    """Bare JIDs of the commands' admins (a command open to owners acts as SYSTEM for them)."""
+    admins: frozenset[str] = frozenset()  # bare JIDs: they act as SYSTEM
+
+    def is_admin(self, s: CommandSession) -> bool:
+        return s.requester.bare in self.admins
 
     def now(self) -> datetime:
         return self.service.clock()
@@ -57,8 +62,9 @@ class AdminContext:
 class AdminCommand(abc.ABC):
     node: ClassVar[str]
     name: ClassVar[str]
-    open_to_owners: ClassVar[bool] = False
-    """Also listed for and run by non-admins; the core refuses those not owning the queue."""
+    owners_may: ClassVar[bool] = False
+    """Also for a node's owners, on their own nodes (the push commands): the steps
+    then act as the requester and the core refuses what is not theirs."""
 
     def __init__(self, ctx: AdminContext) -> None:
         self.ctx = ctx
@@ -67,6 +73,22 @@ class AdminCommand(abc.ABC):
     @abc.abstractmethod
     async def start(self, s: CommandSession, form: Submitted) -> None:
         """First step. Also where ``prev`` leads back to, with the earlier choice kept."""
+
+    def actor(self, s: CommandSession) -> Actor:
+        """Who a step acts as: SYSTEM for an admin, else the requester (owners_may)."""
+        return SYSTEM if self.ctx.is_admin(s) else Actor(s.requester.full)
+
+    async def own_queue_nodes(self, s: CommandSession) -> list[Node]:
+        """Every queue for an admin; for anyone else, the queues they own."""
+        queues = await self.queue_nodes()
+        if self.ctx.is_admin(s):
+            return queues
+        owned = {
+            e.node
+            for e in await self.service.own_affiliations(self.actor(s))
+            if e.affiliation is Affiliation.OWNER
+        }
+        return [n for n in queues if n.node_id in owned]
 
     # --- picking a node ---------------------------------------------------------------
     async def all_nodes(self) -> list[Node]:

@@ -5,11 +5,12 @@ provider and has a few gaps for a service that must not be steered by strangers.
 :class:`AdminCommandSet` closes them in one place, in front of the plugin:
 
 - **Who may see and run.** The command list (disco#items on the commands node) is
-  built per requester: admins see the commands, others only those open to a
-  queue's owners (seek and snapshots, ``replay_levers.py``, where the core checks
-  ownership). disco#info on any other command node answers ``forbidden`` to
-  others (XEP-0050 §2.2), and every request of every session is checked, so a
-  non-admin gets ``forbidden`` before any step runs and nothing changes.
+  built per requester: admins see every command, others only the commands a
+  node's owner may run on their own nodes (``owners_may``: the push commands, and
+  seek and snapshots in ``replay_levers.py``), where the core checks ownership.
+  disco#info on any other command node answers ``forbidden`` to non-admins
+  (XEP-0050 §2.2), and every request of every session is checked, so a non-admin
+  gets ``forbidden`` before any step runs and nothing changes.
 - **Whose session.** A session belongs to the full JID that started it and to its
   command; another requester, or another command node, gets ``bad-sessionid``.
   An unknown or finished session id gets ``session-expired`` (the plugin would
@@ -172,9 +173,7 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(
-            service, database_url, on_redrive, read_payload, push, admins=self.admins
-        )
+        context = AdminContext(service, database_url, on_redrive, read_payload, push, self.admins)
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property
@@ -187,6 +186,11 @@ class AdminCommandSet:
 
     def is_admin(self, jid: JID | str | None) -> bool:
         return jid is not None and JID(jid).bare in self.admins
+
+    def may_run(self, jid: JID | str | None, node: str) -> bool:
+        """Admins run every command; anyone admitted runs the owners' ones (their steps
+        act as the requester, and the core checks ownership of the node)."""
+        return self.is_admin(jid) or (jid is not None and self.commands[node].owners_may)
 
     # --- wiring ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -221,9 +225,8 @@ class AdminCommandSet:
         self._admit(ifrom)
         items = DiscoItems()
         items["node"] = COMMANDS_NS
-        admin = self.is_admin(ifrom)
         for cmd in self.commands.values():
-            if admin or cmd.open_to_owners:
+            if self.may_run(ifrom, cmd.node):
                 items.add_item(self.jid, node=cmd.node, name=cmd.name)
         return items
 
@@ -236,7 +239,7 @@ class AdminCommandSet:
 
     def _command_info(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoInfo:
         self._admit(ifrom)
-        if not self.is_admin(ifrom) and not self.commands[node].open_to_owners:
+        if not self.may_run(ifrom, node):
             raise forbidden("this command is for the service's admins")
         info = DiscoInfo()
         info.add_identity("automation", "command-node", name=self.commands[node].name)
@@ -251,7 +254,7 @@ class AdminCommandSet:
             await self._adhoc._handle_command_all(iq)
             return
         requester = iq["from"]
-        if not self.is_admin(requester) and not self.commands[node].open_to_owners:
+        if not self.may_run(requester, node):
             log.info("event=admin_forbidden command=%s from=%s", node, requester)
             raise forbidden("this command is for the service's admins")
         self._forget_stale()

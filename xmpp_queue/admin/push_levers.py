@@ -1,4 +1,6 @@
-"""Push subscriptions of a queue (HTTP endpoints), added, removed and listed by an admin.
+"""Push subscriptions of a queue (HTTP endpoints), added, removed and listed by an
+admin or by the queue's owner (``owners_may``: an owner acts as itself, and the
+registry refuses a queue it does not own).
 
 The admin's face of ``push/registry.py``: the registry is handed in by the
 composition root (admin and push are sibling layers: the commands know it only by
@@ -16,7 +18,7 @@ from xmpp_queue.admin.base import NODE_PREFIX, AdminCommand
 from xmpp_queue.admin.errors import BadPayload
 from xmpp_queue.admin.flow import CommandSession
 from xmpp_queue.admin.forms import Submitted, add_field, new_form, table
-from xmpp_queue.core.model import SYSTEM, Actor
+from xmpp_queue.core.model import Actor
 
 PUSH_COLUMNS = (
     ("id", "Id", None),
@@ -54,6 +56,8 @@ def push_table(node: str, pushes: Sequence[PushView]) -> Any:
 
 
 class _PushCommand(AdminCommand):
+    owners_may = True
+
     @property
     def pushes(self) -> PushManager:
         manager: PushManager | None = self.ctx.push
@@ -64,11 +68,11 @@ class _PushCommand(AdminCommand):
     async def start(self, s: CommandSession, form: Submitted) -> None:
         self.ask_node(
             s,
-            await self.queue_nodes(),
+            await self.own_queue_nodes(s),
             self.chosen,
             instructions="Choose the queue.",
             desc="A queue node",
-            empty="There are no queues.",
+            empty="There are no queues you own.",
         )
 
     async def chosen(self, s: CommandSession, form: Submitted) -> None:
@@ -81,7 +85,7 @@ class PushList(_PushCommand):
 
     async def chosen(self, s: CommandSession, form: Submitted) -> None:
         node = self.chosen_node(s, form)
-        found = await self.pushes.list(SYSTEM, node)
+        found = await self.pushes.list(self.actor(s), node)
         s.finish(f"'{node}': {len(found)} push subscription(s).", push_table(node, found))
 
 
@@ -108,7 +112,7 @@ class PushAdd(_PushCommand):
         assert url is not None
         most = form.count("max_in_flight", "Max in flight", minimum=1) or 8
         push = await self.pushes.add(
-            SYSTEM,
+            self.actor(s),
             node,
             url.strip(),
             bearer=form.text("bearer", "Bearer token"),
@@ -124,7 +128,7 @@ class PushRemove(_PushCommand):
 
     async def chosen(self, s: CommandSession, form: Submitted) -> None:
         node = self.chosen_node(s, form)
-        found = await self.pushes.list(SYSTEM, node)
+        found = await self.pushes.list(self.actor(s), node)
         if not found:
             s.finish(f"'{node}' has no push subscriptions; nothing to do.", level="warn")
             return
@@ -140,5 +144,5 @@ class PushRemove(_PushCommand):
     async def remove(self, s: CommandSession, form: Submitted) -> None:
         node = s.memory["node"]
         push_id = form.choice("id", "Push subscription")
-        await self.pushes.remove(SYSTEM, node, push_id)
+        await self.pushes.remove(self.actor(s), node, push_id)
         s.finish(f"'{node}': push subscription {push_id} removed.")

@@ -4,7 +4,7 @@ snapshots (docs/queueing.md, "Retention, seek and snapshots").
 Unlike the other commands these are open to a queue's **owners** as well as to
 the service's admins: replaying one's own queue is everyday work for the team
 that owns it, not an operator's lever. The guard in ``commands.py`` lets anyone
-the service admits start them (``open_to_owners``); each step then calls the
+the service admits start them (``owners_may``); each step then calls the
 core with the requester as its actor, and the core's owner-or-admin check
 (``core/replay.py``) refuses the others with ``forbidden`` before anything
 changes. An admin of the commands acts as the service's system actor, as in
@@ -36,7 +36,7 @@ from xmpp_queue.admin.forms import (
     new_form,
     table,
 )
-from xmpp_queue.core.model import SYSTEM, Actor, Node
+from xmpp_queue.core.model import Node
 from xmpp_queue.core.replay import SeekReport
 
 SNAPSHOT_COLUMNS: tuple[Column, ...] = (
@@ -62,15 +62,8 @@ def parse_instant(raw: str, label: str) -> datetime:
 class ReplayCommand(AdminCommand):
     """Shared by the replay commands: who acts, and the queue picker."""
 
-    open_to_owners: ClassVar[bool] = True
+    owners_may: ClassVar[bool] = True
     instructions: ClassVar[str] = ""
-
-    def actor(self, s: CommandSession) -> Actor:
-        """The system actor for an admin of the commands, else the requester (the
-        core checks that it owns the queue)."""
-        if s.requester.bare in self.ctx.admins:
-            return SYSTEM
-        return Actor(s.requester.full)
 
     async def _queues(self, s: CommandSession) -> list[Node]:
         nodes = await self.service.list_nodes(self.actor(s))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -44,6 +44,9 @@ from xmpp_queue.http.queues import OverviewCache, queue_page, summary_json
 from xmpp_queue.http.rates import RateHistory
 
 log = logging.getLogger("xmpp_queue.http")
+
+PushViews = Callable[[str], Awaitable[Sequence[Mapping[str, str]]]]
+"""queue node -> its push subscriptions as shown (push/registry.py's masked views)."""
 
 STATIC = resources.files("xmpp_queue.http") / "static"
 PAGES = {"/": "index.html", "/queue": "queue.html"}
@@ -74,10 +77,12 @@ class OpsServer:
         admin_token: str | None = None,
         jid: str = "",
         allowed_hosts: Sequence[str] = (),
+        push_views: PushViews | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.service = service
+        self._push_views = push_views
         self.metrics = metrics
         self.health = health
         self.actions = actions
@@ -195,6 +200,8 @@ class OpsServer:
         page["rates"] = self.rates.rates(node)
         page["interval"] = self.rates.interval
         page["admin_actions"] = self._token is not None
+        # Push subscriptions, masked by the registry (secrets and the URL's query).
+        page["push"] = list(await self._push_views(node)) if self._push_views else []
         return web.json_response(page)
 
     # --- admin -----------------------------------------------------------------------------

@@ -328,6 +328,13 @@ const AFFILIATION_SPEC = {
   texts: (a) => [a.jid, a.affiliation],
 };
 
+/** Push subscriptions: the service sends them masked (secrets and the URL's query). */
+const PUSH_SPEC = {
+  columns: 4, empty: "no push subscriptions", rowClass: "push", attr: "data-id",
+  key: (p) => p.id,
+  texts: (p) => [p.id, p.url, p.auth, p.max_in_flight],
+};
+
 /** An item's attributes (its publisher's SHIM headers) as "k=v, k=v", or "–". */
 function attributes(attrs) {
   const pairs = Object.entries(attrs || {});
@@ -375,6 +382,7 @@ async function refreshQueue() {
     `(${fmt(q.items.length)} oldest of ${fmt(q.waiting + q.in_flight)})`;
   syncRows("#items", q.items, itemSpec(q.node));
   syncRows("#affiliations", q.affiliations || [], AFFILIATION_SPEC);
+  syncRows("#push", q.push || [], PUSH_SPEC);
   const c = q.config;
   document.getElementById("config").textContent =
     `lock timeout ${c.lock_timeout} s · max deliveries ${c.max_deliveries || "no limit"} · ` +
