@@ -195,7 +195,7 @@ class LeafPolicy:
         return len(removed)
 
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None:
-        await delete_and_tell(work, node, redirect, queue=False)
+        await delete_and_tell(work, node, redirect)
 
     async def settle(self, work: Work, node: Node) -> None:
         return None

@@ -185,12 +185,7 @@ class QueuePolicy:
             subids = (item.locked_by,) if item.locked_by else ()
             work.effects.append(
                 RetractNotice(
-                    holder,
-                    node.node_id,
-                    (item_id,),
-                    subids,
-                    queue=True,
-                    headline=headline(node.config),
+                    holder, node.node_id, (item_id,), subids, headline=headline(node.config)
                 )
             )
             work.deadlines_changed = True
@@ -211,7 +206,7 @@ class QueuePolicy:
         for item in removed:
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
         work.effects.extend(
-            PurgeNotice(j, node.node_id, queue=True, headline=headline(node.config))
+            PurgeNotice(j, node.node_id, headline=headline(node.config))
             for j in await subscriber_jids(work.tx, node.node_id)
         )
         work.deadlines_changed = True
@@ -221,7 +216,7 @@ class QueuePolicy:
         await self._tell_holders(work, node, "deleted")
         for item in await work.tx.items.remove_all(node.node_id):
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
-        await delete_and_tell(work, node, redirect, queue=True)
+        await delete_and_tell(work, node, redirect)
         self._engine.forget_node(node.node_id)
 
     # --- subscribers -------------------------------------------------------------------
