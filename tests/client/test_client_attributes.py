@@ -21,7 +21,7 @@ from xmpp_queue.client.jobs import Job, JobRunner
 from xmpp_queue.core.attributes import RESERVED, schedule
 from xmpp_queue.core.effects import ItemNotice, NoticeItem
 from xmpp_queue.core.model import NodeConfig, Urgency
-from xmpp_queue.xmpp.render import items_result, queue_notice_text
+from xmpp_queue.xmpp.render import items_result, notice_text
 from xmpp_queue.xmpp.requests import item_content
 
 P = "{http://jabber.org/protocol/pubsub}"
@@ -134,8 +134,8 @@ def test_batch_entries_keep_their_own_headers_and_old_tuples_still_work() -> Non
 
 
 def notice(*items: NoticeItem) -> ET.Element:
-    effect = ItemNotice("w@x/r", "jobs", tuple(items), subids=("sub-1",), queue=True)
-    text = queue_notice_text(effect, "queue.x", "n1")
+    effect = ItemNotice("w@x/r", "jobs", tuple(items), subids=("sub-1",))
+    text = notice_text(effect, "queue.x", "n1")
     assert text is not None
     return parse(text)
 

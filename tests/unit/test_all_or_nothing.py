@@ -139,7 +139,7 @@ async def test_dead_lettering_that_fails_midway_leaves_the_item_where_it_was(
     async def broken(*args: object) -> None:
         raise RuntimeError("a bug after the move")
 
-    engine = service._types.queue.engine
+    engine = service._types.queue._engine
     monkeypatch.setattr(engine, "_arrived", broken)
     clock.advance(11)
     with pytest.raises(RuntimeError):

@@ -31,7 +31,7 @@ class Broken:
 
 
 def notice(to: str, item_id: str) -> ItemNotice:
-    return ItemNotice(to, "jobs", (NoticeItem(item_id, "<j/>"),), queue=True)
+    return ItemNotice(to, "jobs", (NoticeItem(item_id, "<j/>"),))
 
 
 def test_every_effect_goes_to_the_default_sink_when_nothing_is_routed() -> None:

@@ -82,7 +82,7 @@ async def test_7_1_2_1_several_items_per_notification_each_locked_on_its_own(
     first = next(e for e in out.effects if isinstance(e, ItemNotice))
     assert [i.headers["delivery-attempt"] for i in first.items] == ["1", "1", "1"]
     assert [i.payload for i in first.items] == ["<j>0</j>", "<j>1</j>", "<j>2</j>"]
-    assert first.subids == (out.value.subid,) and first.queue
+    assert first.subids == (out.value.subid,)
     locks = await locked_to(service)
     assert sorted(locks) == sorted(f"i{i}" for i in range(8))
     assert set(locks.values()) == {out.value.subid}
@@ -153,6 +153,22 @@ async def test_13_11_retract_of_several_items_acks_them_all_with_one_notice(
     assert item_notices(out.effects) == [(ALICE.jid, ["i4", "i5"])]
     assert sorted(await locked_to(service)) == ["i3", "i4", "i5"]
     assert await ledger(service, EventKind.ACKED) == ["i0", "i1", "i2"]
+
+
+async def test_13_11_merged_retract_notice_keeps_the_nodes_notification_type(
+    service: PubSubService,
+) -> None:
+    """The one merged notice is a normal message on a ``normal`` node, as each
+    retract notice was before merging (the merge used to reset it to headline)."""
+    await service.create_node(
+        OWNER, "news", {"pubsub#notification_type": ["normal"], "pubsub#notify_retract": ["1"]}
+    )
+    await service.subscribe(OWNER, "news", OWNER.jid)
+    for i in range(2):
+        await service.publish(OWNER, "news", f"n{i}", "<n/>", 4)
+    out = await service.retract(OWNER, "news", ["n0", "n1"])
+    (notice,) = [e for e in out.effects if isinstance(e, RetractNotice)]
+    assert notice.item_ids == ("n0", "n1") and notice.headline is False
 
 
 async def test_13_11_retract_batch_is_all_or_none_with_the_first_failure(

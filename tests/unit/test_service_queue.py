@@ -109,9 +109,7 @@ async def test_2_3_retract_by_holder_is_the_ack_and_notifies_only_the_holder(
         ALICE if (await service.queue_details(ADMIN, "jobs")).locks[0].locked_by == sub else BOB
     )
     out = await service.retract(holder, "jobs", "i1")
-    assert out.effects == (
-        RetractNotice(holder.jid, "jobs", ("i1",), out.effects[0].subids, queue=True),
-    )  # type: ignore[union-attr]
+    assert out.effects == (RetractNotice(holder.jid, "jobs", ("i1",), out.effects[0].subids),)  # type: ignore[union-attr]
     with pytest.raises(ItemNotFound):
         await service.retract(holder, "jobs", "i1")
 

@@ -31,11 +31,11 @@ async def delivery_targets(tx: Transaction, node_id: str) -> dict[str, tuple[str
     return {jid: tuple(subids) for jid, subids in targets.items()}
 
 
-async def delete_and_tell(work: Work, node: Node, redirect: str | None, queue: bool) -> None:
+async def delete_and_tell(work: Work, node: Node, redirect: str | None) -> None:
     """Remove the node (with everything it holds) and tell its subscribers (§8.4)."""
     jids = await subscriber_jids(work.tx, node.node_id)
     await work.tx.nodes.remove(node.node_id)
     if node.config.notify_delete:
         loud = headline(node.config)
-        work.effects.extend(DeleteNotice(j, node.node_id, redirect, queue, loud) for j in jids)
+        work.effects.extend(DeleteNotice(j, node.node_id, redirect, loud) for j in jids)
     work.deadlines_changed = True

@@ -36,18 +36,17 @@ class NoticeItem:
 
 @dataclass(frozen=True, slots=True)
 class ItemNotice:
-    """XEP-0060 §7.1.2.1 event with items (for a queue: the one locked item).
+    """XEP-0060 §7.1.2.1 event with items (for a queue: the items locked to *to*).
 
-    ``queue`` marks notices of queue nodes (the glue writes those per-item
-    notices as text). ``headline`` is the node's ``pubsub#notification_type``:
-    headline by default for every node type (see ``model.NodeConfig``).
+    ``headline`` is the node's ``pubsub#notification_type``: headline by default
+    for every node type (see ``model.NodeConfig``). What happened, not how to show
+    it: the glue picks its renderer by the effect's kind alone.
     """
 
     to: str
     node: str
     items: tuple[NoticeItem, ...]
     subids: tuple[str, ...] = ()
-    queue: bool = False  # a queue node's notice (the per-item text path)
     headline: bool = True  # message type headline, else normal (pubsub#notification_type)
 
 
@@ -59,7 +58,6 @@ class RetractNotice:
     node: str
     item_ids: tuple[str, ...]
     subids: tuple[str, ...] = ()
-    queue: bool = False  # a queue node's notice (the per-item text path)
     headline: bool = True
 
 
@@ -91,7 +89,6 @@ class TruncateNotice:
 class PurgeNotice:
     to: str
     node: str
-    queue: bool = False  # a queue node's notice
     headline: bool = True
 
 
@@ -100,7 +97,6 @@ class DeleteNotice:
     to: str
     node: str
     redirect: str | None = None
-    queue: bool = False  # a queue node's notice
     headline: bool = True
 
 

@@ -39,7 +39,7 @@ def merge_retract_notices(effects: list[Effect], start: int) -> None:
     out: list[Effect] = []
     for effect in effects[start:]:
         if isinstance(effect, RetractNotice):
-            key = (effect.to, effect.node, effect.subids, effect.queue)
+            key = (effect.to, effect.node, effect.subids, effect.headline)
             at = merged.get(key)
             if at is not None:
                 first = out[at]
@@ -49,7 +49,7 @@ def merge_retract_notices(effects: list[Effect], start: int) -> None:
                     first.node,
                     first.item_ids + effect.item_ids,
                     first.subids,
-                    first.queue,
+                    first.headline,
                 )
                 continue
             merged[key] = len(out)

@@ -4,12 +4,11 @@ Publish stores the item (when the node persists items), trims to
 ``pubsub#max_items`` by dropping the oldest, and notifies every delivering
 subscription; retract follows XEP-0060 §7.2 (publishers retract their own,
 owners any); a new subscriber may get the last item (§6.1.7). Nothing here is
-locked, so unlock and extend are wrong for this node (bad-request).
+locked: unlock, extend and the other queue verbs are not this type's
+(``NodeTypes.queue_of`` refuses them with NotAQueue before any policy runs).
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 from xmpp_queue.core.access import require
 from xmpp_queue.core.attributes import schedule
@@ -24,7 +23,7 @@ from xmpp_queue.core.effects import (
     RetractNotice,
     headline,
 )
-from xmpp_queue.core.errors import Forbidden, ItemNotFound, NotAQueue
+from xmpp_queue.core.errors import Forbidden, ItemNotFound
 from xmpp_queue.core.model import (
     Actor,
     Affiliation,
@@ -42,8 +41,6 @@ from xmpp_queue.core.node_config import SubscribeOptions
 
 
 class LeafPolicy:
-    queue = False
-
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
 
@@ -198,27 +195,7 @@ class LeafPolicy:
         return len(removed)
 
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None:
-        await delete_and_tell(work, node, redirect, queue=False)
-
-    async def unlock(
-        self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0, reason: str = ""
-    ) -> None:
-        raise NotAQueue(node.node_id)
-
-    async def dead_letter(
-        self, work: Work, node: Node, actor: Actor, item_id: str, reason: str
-    ) -> None:
-        raise NotAQueue(node.node_id)
-
-    async def extend(
-        self, work: Work, node: Node, actor: Actor, item_id: str, seconds: int | None
-    ) -> datetime:
-        raise NotAQueue(node.node_id)
-
-    async def release(
-        self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
-    ) -> int:
-        return 0  # nothing is held on a leaf
+        await delete_and_tell(work, node, redirect)
 
     async def settle(self, work: Work, node: Node) -> None:
         return None

@@ -1,12 +1,20 @@
-"""Node types as policies: what publish, retract, subscribe and purge mean on a node.
+"""Node types by capability: what publish, retract, subscribe and purge mean on a node.
 
-An ordinary (leaf) node and a queue node answer the same operations
+An ordinary (leaf) node and a queue node answer the same pubsub verbs
 differently: a leaf broadcasts each item to every subscriber, a queue locks it
 to one. Each type is one policy object (``leaf.LeafPolicy``,
-``queue.policy.QueuePolicy``) holding that type's rules and no storage; the
-service asks :meth:`NodeTypes.of` for the node's policy (the one place that
-looks at ``pubsub#queue``) and calls it, in the manner of ejabberd's node
-plugins and Idavoll's ``LeafNode``.
+``queue.policy.QueuePolicy``) holding that type's rules and no storage, in the
+manner of ejabberd's node plugins and Idavoll's ``LeafNode``.
+
+Two interfaces, by capability, so no type carries a verb it cannot serve:
+:class:`NodePolicy` holds the verbs every node answers (publish, retract,
+subscribe checks, purge, delete, settle...), :class:`QueueVerbs` those only a
+queue answers (unlock, extend, dead-letter now, release, the lock timers). The
+type is a :class:`NodeType`, read from the configuration (``pubsub#queue``) in
+one place, :meth:`NodeTypes.type_of`; :meth:`NodeTypes.queue_of` gives the
+queue verbs or refuses a leaf (``NotAQueue``). An ordered or priority queue
+type would be one more policy answering both interfaces (or reusing the
+queue's, with its options, as ordered and single-active queues do today).
 
 Settling: at the end of every write, :meth:`NodeTypes.settle` gives each node
 the operation touched to its policy once; a queue hands out what became
@@ -17,10 +25,12 @@ dispatch by hand, and none can forget one.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import Enum
 from typing import Protocol
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.context import ServiceContext
+from xmpp_queue.core.errors import NotAQueue
 from xmpp_queue.core.leaf import LeafPolicy
 from xmpp_queue.core.model import (
     Actor,
@@ -33,13 +43,22 @@ from xmpp_queue.core.model import (
 )
 from xmpp_queue.core.model import SubscriptionState as State
 from xmpp_queue.core.node_config import SubscribeOptions
-from xmpp_queue.core.queue.policy import QueuePolicy
+from xmpp_queue.core.queue.policy import LoadNode, QueuePolicy
+
+
+class NodeType(Enum):
+    """What kind of node this is: the one reading of ``pubsub#queue``."""
+
+    LEAF = "leaf"
+    QUEUE = "queue"
+
+    @classmethod
+    def of_config(cls, config: NodeConfig) -> NodeType:
+        return cls.QUEUE if config.queue else cls.LEAF
 
 
 class NodePolicy(Protocol):
-    """What differs between node types (see the module docstring)."""
-
-    queue: bool  # notifications of this type reach the worker (normal messages)
+    """The pubsub verbs every node type answers (see the module docstring)."""
 
     def validate(self, node_id: str, config: NodeConfig) -> None:
         """Refuse a configuration this type cannot serve (InvalidNodeConfig)."""
@@ -82,6 +101,13 @@ class NodePolicy(Protocol):
 
     async def delete(self, work: Work, node: Node, redirect: str | None) -> None: ...
 
+    async def settle(self, work: Work, node: Node) -> None: ...
+
+
+class QueueVerbs(Protocol):
+    """The verbs only a queue answers: its holders' nack, deadline and dead-letter,
+    giving back what a subscriber holds, and the lock and expiry timers."""
+
     async def unlock(
         self, work: Work, node: Node, actor: Actor, item_id: str, delay: int = 0, reason: str = ""
     ) -> None: ...
@@ -99,22 +125,39 @@ class NodePolicy(Protocol):
     ) -> int:
         """A subscriber left or was removed: give back what it holds. Returns how many."""
 
-    async def settle(self, work: Work, node: Node) -> None: ...
+    async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
+        """An admin takes a lock back (the holder is told). False if it was not held."""
+
+    async def expire_due(self, work: Work, load_node: LoadNode) -> int:
+        """Locks past their deadline go back (XEP-0254 §4). Returns how many."""
+
+    async def expire_waiting_due(self, work: Work, load_node: LoadNode) -> int:
+        """Waiting items past their expiry go (dead-lettered or dropped)."""
 
 
 class NodeTypes:
-    """The policies of the service, and the choice between them."""
+    """The node types of the service, and the choice between them."""
 
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
         self.leaf = LeafPolicy(ctx)
         self.queue = QueuePolicy(ctx, self.arrived)
 
+    @staticmethod
+    def type_of(node: Node) -> NodeType:
+        return NodeType.of_config(node.config)
+
     def of(self, node: Node) -> NodePolicy:
         return self.for_config(node.config)
 
     def for_config(self, config: NodeConfig) -> NodePolicy:
-        return self.queue if config.queue else self.leaf
+        return self.queue if NodeType.of_config(config) is NodeType.QUEUE else self.leaf
+
+    def queue_of(self, node: Node) -> QueueVerbs:
+        """The queue verbs of *node*, or NotAQueue for a leaf (unlock, extend...)."""
+        if NodeType.of_config(node.config) is not NodeType.QUEUE:
+            raise NotAQueue(node.node_id)
+        return self.queue
 
     async def publish_into(
         self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
@@ -136,6 +179,6 @@ class NodeTypes:
                 await self.of(node).settle(work, node)
 
 
-def _conforms(types: NodeTypes) -> tuple[NodePolicy, NodePolicy]:
-    """Let mypy check that both policies satisfy the protocol."""
-    return types.leaf, types.queue
+def _conforms(types: NodeTypes) -> tuple[NodePolicy, NodePolicy, QueueVerbs]:
+    """Let mypy check that the policies satisfy their interfaces."""
+    return types.leaf, types.queue, types.queue

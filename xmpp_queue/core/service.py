@@ -78,7 +78,7 @@ from xmpp_queue.core.node_config import (
     parse_subscribe_options,
     service_options,
 )
-from xmpp_queue.core.node_types import NodeTypes
+from xmpp_queue.core.node_types import NodeType, NodeTypes
 from xmpp_queue.core.ordering_config import check_ordering_change
 from xmpp_queue.core.payload_ceiling import check_payload_ceiling, payload_limit
 from xmpp_queue.core.ports import Clock, IdFactory, Store
@@ -412,7 +412,7 @@ class PubSubService:
                     for s in existing:
                         await w.tx.subscriptions.remove(node, s.subid)
                         if n.config.queue and n.config.queue_single_active:
-                            await policy.release(w, n, s, "unsubscribed", True)
+                            await self._types.queue_of(n).release(w, n, s, "unsubscribed", True)
                 elif existing:
                     for s in existing:
                         await w.tx.subscriptions.update(dataclasses.replace(s, state=state))
@@ -639,7 +639,7 @@ class PubSubService:
             # single-active queue they are released: the next subscriber takes over.
             await w.tx.subscriptions.remove(node, sub.subid)
             if n.config.queue and n.config.queue_single_active:
-                await self._types.of(n).release(w, n, sub, "unsubscribed", True)
+                await self._types.queue_of(n).release(w, n, sub, "unsubscribed", True)
             return dataclasses.replace(sub, state=SubscriptionState.NONE)
 
         return await self._ctx.run(op)
@@ -700,9 +700,9 @@ class PubSubService:
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
-            policy = self._types.of(n)
+            queue = self._types.queue_of(n)
             for one in item_ids:
-                await policy.unlock(w, n, actor, one, delay, reasons.get(one, ""))
+                await queue.unlock(w, n, actor, one, delay, reasons.get(one, ""))
 
         return await self._ctx.run(op)
 
@@ -715,7 +715,7 @@ class PubSubService:
 
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
-            await self._types.of(n).dead_letter(w, n, actor, item_id, reason)
+            await self._types.queue_of(n).dead_letter(w, n, actor, item_id, reason)
 
         return await self._ctx.run(op)
 
@@ -731,7 +731,7 @@ class PubSubService:
 
         async def op(w: Work) -> datetime:
             n = await self._ctx.node(w, node)
-            return await self._types.of(n).extend(w, n, actor, item_id, seconds)
+            return await self._types.queue_of(n).extend(w, n, actor, item_id, seconds)
 
         return await self._ctx.run(op)
 
@@ -748,7 +748,8 @@ class PubSubService:
                     continue
                 w.touched[n.node_id] = None
                 await w.tx.subscriptions.remove(sub.node, sub.subid)
-                released += await self._types.of(n).release(w, n, sub, reason, False)
+                if self._types.type_of(n) is NodeType.QUEUE:  # nothing is held on a leaf
+                    released += await self._types.queue_of(n).release(w, n, sub, reason, False)
                 log.info(
                     "event=subscriber_released node=%s jid=%s reason=%s items=%d",
                     sub.node,
@@ -778,9 +779,9 @@ class PubSubService:
         """
 
         async def op(w: Work) -> TickReport:
-            engine = self._types.queue.engine
-            expired = await engine.expire_due(w, w.tx.nodes.get)
-            await engine.expire_waiting_due(w, w.tx.nodes.get)
+            queues = self._types.queue
+            expired = await queues.expire_due(w, w.tx.nodes.get)
+            await queues.expire_waiting_due(w, w.tx.nodes.get)
             await Replay.end_retention(w)
             for node_id in await w.tx.items.due_delayed_nodes(w.now, TICK_BATCH):
                 w.touched[node_id] = None

@@ -28,10 +28,10 @@ from xmpp_queue.core.errors import (
     ItemLockedByOther,
     ItemNotFound,
     NodeFull,
-    NotAQueue,
 )
 from xmpp_queue.core.ledger import EventKind, record
 from xmpp_queue.core.model import Actor, Node, SubscriptionState
+from xmpp_queue.core.node_types import NodeType
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.single_active import single_active_subid
 from xmpp_queue.core.reports import (
@@ -62,9 +62,11 @@ class AdminLevers:
 
     async def _queue_node(self, w: Work, node: str) -> Node:
         n = await self._ctx.node(w, node)
-        if self._types.of(n) is not self._types.queue:
-            raise NotAQueue(node)
+        self._types.queue_of(n)  # NotAQueue for an ordinary node
         return n
+
+    def _is_queue(self, node: Node) -> bool:
+        return self._types.type_of(node) is NodeType.QUEUE
 
     async def queue_overview(self, actor: Actor) -> list[QueueSummary]:
         self._require_admin(actor)
@@ -74,7 +76,7 @@ class AdminLevers:
             rows = []
             since = w.now - HOUR
             for n in nodes.values():
-                if self._types.of(n) is not self._types.queue:
+                if not self._is_queue(n):
                     continue
                 stats = await w.tx.items.queue_stats(n.node_id)
                 subs = await w.tx.subscriptions.for_node(n.node_id)
@@ -141,10 +143,10 @@ class AdminLevers:
                 items = [item] if item.locked_by else []
             else:
                 items = [i for i in await w.tx.items.locked(node) if i.lock_jid == holder]
-            engine = self._types.queue.engine
+            queue = self._types.queue_of(n)
             released = 0
             for item in items:
-                if await engine.requeue(w, n, item, EventKind.UNLOCKED, "admin"):
+                if await queue.force_unlock(w, n, item):
                     released += 1
             return released
 
@@ -172,7 +174,8 @@ class AdminLevers:
                         headline(n.config),
                     )
                 )
-                released += await self._types.of(n).release(w, n, sub, "kicked", True)
+                if self._is_queue(n):  # nothing is held on a leaf
+                    released += await self._types.queue_of(n).release(w, n, sub, "kicked", True)
             return released
 
         return await self._run(op)
@@ -247,7 +250,7 @@ class AdminLevers:
             if await w.tx.items.get(into.node_id, new_id) is not None:
                 raise BadRequest(f"{into.node_id} holds an item {new_id} already")
             self._types.of(into).check_room(into, await w.tx.items.count(into.node_id))
-            if self._types.of(source) is self._types.queue:
+            if self._is_queue(source):
                 record(w.tx.ledger, w.now, EventKind.RETRACTED, item, "admin")
             headers = {k: v for k, v in item.headers.items() if k not in DEAD_LETTER_HEADERS}
             moved = await w.tx.items.move(node, item_id, into.node_id, new_id, headers, w.now)
@@ -265,7 +268,7 @@ class AdminLevers:
             return ServiceStatus(
                 started_at=self._ctx.started_at,
                 nodes=len(nodes),
-                queues=sum(1 for n in nodes if self._types.of(n) is self._types.queue),
+                queues=sum(1 for n in nodes if self._is_queue(n)),
                 items=await w.tx.items.count_all(),
                 subscriptions=await w.tx.subscriptions.count(),
                 locks=await w.tx.items.count_locked(),

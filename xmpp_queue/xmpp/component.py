@@ -434,8 +434,10 @@ class QueueComponent(SeamComponent):
         self._send_text(text)
 
     def _notice_text(self, effect: Effect, sender: str) -> str:
+        """Each kind of notice has one renderer: the per-item kinds (items, retract,
+        unlock) are written as text, the occasional ones built as stanzas."""
         msg_id = render.NOTIFICATION_ID_PREFIX + self.new_id()
-        text = render.queue_notice_text(effect, sender, msg_id)
+        text = render.notice_text(effect, sender, msg_id)
         if text is None:
             return wire_size.stanza_text(render.notification(self, effect, sender, msg_id))
         return text

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 from xml.sax.saxutils import escape
@@ -301,7 +301,9 @@ def _subid_headers(subids: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Message:
-    """One effect as one message (see the module docstring for type and id)."""
+    """One effect of the occasional kinds (purge, delete, configuration, subscription,
+    truncation, authorization request) as one message (see the module docstring for
+    type and id). The per-item kinds are :func:`notice_text`'s alone."""
     msg = xmpp.make_message(mto=effect.to, mfrom=sender)
     msg["id"] = msg_id
     if not isinstance(effect, AuthorizationRequest) and effect.headline:
@@ -313,31 +315,7 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Me
         return msg
     event = _el(msg.xml, PUBSUB_EVENT, "event")
     headers: list[tuple[str, str]] = []
-    if isinstance(effect, ItemNotice):
-        items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
-        several = len(effect.items) > 1
-        for notice_item in effect.items:
-            item = _el(
-                items, PUBSUB_EVENT, "item", id=notice_item.item_id, publisher=notice_item.publisher
-            )
-            _add_payload(item, notice_item.payload)
-            if several and notice_item.headers:
-                container = _el(item, SHIM, "headers")
-                for name, value in notice_item.headers.items():
-                    _el(container, SHIM, "header", name=name).text = value
-            elif not several:
-                headers.extend(notice_item.headers.items())
-        headers.extend(_subid_headers(effect.subids))
-    elif isinstance(effect, RetractNotice):
-        items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
-        for item_id in effect.item_ids:
-            _el(items, PUBSUB_EVENT, "retract", id=item_id)
-        headers.extend(_subid_headers(effect.subids))
-    elif isinstance(effect, UnlockNotice):
-        items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
-        _el(items, QUEUEING, "unlock", id=effect.item_id)
-        headers.append(("reason", effect.reason))
-    elif isinstance(effect, TruncateNotice):
+    if isinstance(effect, TruncateNotice):
         items = _el(event, PUBSUB_EVENT, "items", node=effect.node)
         _el(
             items,
@@ -367,22 +345,13 @@ def notification(xmpp: BaseXMPP, effect: Effect, sender: str, msg_id: str) -> Me
             subscription=str(effect.state),
             subid=effect.subid,
         )
-    else:  # pragma: no cover - a new effect type must be rendered before it is used
-        raise TypeError(f"no rendering for {type(effect).__name__}")
+    else:  # the per-item kinds are :func:`notice_text`'s; a new kind needs a renderer
+        raise TypeError(f"no stanza rendering for {type(effect).__name__}")
     _headers(msg, headers)
     return msg
 
 
-def notifications(
-    xmpp: BaseXMPP, effects: Sequence[Effect], sender: str, new_id: Callable[[], str]
-) -> list[Message]:
-    """The effects of one outcome, in order, as messages."""
-    return [
-        notification(xmpp, effect, sender, NOTIFICATION_ID_PREFIX + new_id()) for effect in effects
-    ]
-
-
-# --- the per-item queue notices, as text -------------------------------------------
+# --- the per-item notices, as text -----------------------------------------------------
 
 
 _ATTR_ESCAPES = str.maketrans(
@@ -426,21 +395,23 @@ def notice_item_text(it: NoticeItem, several: bool) -> str:
     return f"<item id={_attr(it.item_id)}{by}>{payload}</item>"
 
 
-def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
-    """A queue's per-item notice (item, ack, unlock) as the XML text to write.
+def notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
+    """An items, retract or unlock notice (of any node) as the XML text to write;
+    None for the other kinds, which :func:`notification` renders.
 
     Why text: these are the messages sent for every work item, and building them
     as slixmpp stanza objects (then serialising them, and parsing the stored payload
-    only to serialise it again) was the component's largest CPU cost per item. The
-    text is the same XML that :func:`notification` builds. The payload goes in as
-    stored: it is Canonical XML written by ``requests`` after the hardened parse;
-    one that is not (contains ``<!``, e.g. a hand-edited row) is left out, as
-    :func:`payload_element` does. Other notices return None (rendered as stanzas).
+    only to serialise it again) was the component's largest CPU cost per item. So
+    this is the one renderer of these kinds, for ordinary nodes and queues alike
+    (the effect says what happened; the kind alone picks the renderer). The payload
+    goes in as stored: it is Canonical XML written by ``requests`` after the
+    hardened parse; one that is not (contains ``<!``, e.g. a hand-edited row) is
+    left out, as :func:`payload_element` does.
     """
     kind = " type='headline'" if getattr(effect, "headline", False) else ""
     head = f"<message from={_attr(sender)} to={_attr(effect.to)} id={_attr(msg_id)}{kind}>"
     event = f"<event xmlns='{PUBSUB_EVENT}'>"
-    if isinstance(effect, ItemNotice) and effect.queue:
+    if isinstance(effect, ItemNotice):
         headers: list[tuple[str, str]] = []
         several = len(effect.items) > 1
         parts = [notice_item_text(it, several) for it in effect.items]
@@ -448,7 +419,7 @@ def queue_notice_text(effect: Effect, sender: str, msg_id: str) -> str | None:
             headers.extend(effect.items[0].headers.items())
         headers.extend(_subid_headers(effect.subids))
         body = f"<items node={_attr(effect.node)}>{''.join(parts)}</items>"
-    elif isinstance(effect, RetractNotice) and effect.queue:
+    elif isinstance(effect, RetractNotice):
         retracts = "".join(f"<retract id={_attr(i)}/>" for i in effect.item_ids)
         body = f"<items node={_attr(effect.node)}>{retracts}</items>"
         headers = _subid_headers(effect.subids)

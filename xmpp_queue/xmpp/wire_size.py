@@ -64,8 +64,8 @@ def split_item_notice(effect: ItemNotice, sender: str, limit: int) -> list[ItemN
     (a single item too large stays alone: the send path deals with it)."""
     if len(effect.items) <= 1:
         return [effect]
-    probe = dataclasses.replace(effect, items=(NoticeItem("", None),), queue=True)
-    envelope = utf8_size(render.queue_notice_text(probe, sender, "x" * 40) or "")
+    probe = dataclasses.replace(effect, items=(NoticeItem("", None),))
+    envelope = utf8_size(render.notice_text(probe, sender, "x" * 40) or "")
     budget = limit - envelope - SLACK
     groups: list[list[NoticeItem]] = [[]]
     used = 0

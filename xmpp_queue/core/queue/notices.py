@@ -49,6 +49,5 @@ class NoticeBatches:
             node=self._node,
             items=tuple(items),
             subids=(sub.subid,),
-            queue=True,
             headline=self._headline,
         )

@@ -54,14 +54,13 @@ from xmpp_queue.core.queue.overflow import make_room
 from xmpp_queue.core.replay import Replay
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
+LoadNode = Callable[[str], Awaitable[Node | None]]  # the timers load each due node
 
 
 class QueuePolicy:
-    queue = True
-
     def __init__(self, ctx: ServiceContext, arrived: Arrived) -> None:
         self._ctx = ctx
-        self.engine = QueueEngine(ctx, arrived)
+        self._engine = QueueEngine(ctx, arrived)
 
     # --- guards ------------------------------------------------------------------------
 
@@ -186,12 +185,7 @@ class QueuePolicy:
             subids = (item.locked_by,) if item.locked_by else ()
             work.effects.append(
                 RetractNotice(
-                    holder,
-                    node.node_id,
-                    (item_id,),
-                    subids,
-                    queue=True,
-                    headline=headline(node.config),
+                    holder, node.node_id, (item_id,), subids, headline=headline(node.config)
                 )
             )
             work.deadlines_changed = True
@@ -212,7 +206,7 @@ class QueuePolicy:
         for item in removed:
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
         work.effects.extend(
-            PurgeNotice(j, node.node_id, queue=True, headline=headline(node.config))
+            PurgeNotice(j, node.node_id, headline=headline(node.config))
             for j in await subscriber_jids(work.tx, node.node_id)
         )
         work.deadlines_changed = True
@@ -222,8 +216,8 @@ class QueuePolicy:
         await self._tell_holders(work, node, "deleted")
         for item in await work.tx.items.remove_all(node.node_id):
             record(work.tx.ledger, work.now, EventKind.PURGED, item)
-        await delete_and_tell(work, node, redirect, queue=True)
-        self.engine.forget_node(node.node_id)
+        await delete_and_tell(work, node, redirect)
+        self._engine.forget_node(node.node_id)
 
     # --- subscribers -------------------------------------------------------------------
 
@@ -255,7 +249,7 @@ class QueuePolicy:
         (why the handler failed) is kept with the item (``last-error``)."""
         item = await self._held(work, node, actor, item_id, "unlock")
         not_before = work.now + timedelta(seconds=delay) if delay > 0 else None
-        await self.engine.requeue(
+        await self._engine.requeue(
             work,
             node,
             item,
@@ -271,7 +265,7 @@ class QueuePolicy:
         """The holder says the item can never succeed: to the dead-letter node now
         (no unlock notice: the holder asked for it)."""
         item = await self._held(work, node, actor, item_id, "unlock")
-        await self.engine.dead_letter(work, node, item, reason[:MAX_REASON] or "rejected")
+        await self._engine.dead_letter(work, node, item, reason[:MAX_REASON] or "rejected")
         work.deadlines_changed = True
 
     async def extend(
@@ -288,7 +282,22 @@ class QueuePolicy:
     async def release(
         self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
     ) -> int:
-        return await self.engine.release_subscription(work, node, sub, reason, notify)
+        return await self._engine.release_subscription(work, node, sub, reason, notify)
+
+    async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
+        """An admin takes the lock back: the holder is told, the item goes on."""
+        return await self._engine.requeue(work, node, item, EventKind.UNLOCKED, "admin")
+
+    # --- timers ------------------------------------------------------------------------
+
+    async def expire_due(self, work: Work, load_node: LoadNode) -> int:
+        """XEP-0254 §4: locks past their deadline go back (unlock notice to the holder)."""
+        return await self._engine.expire_due(work, load_node)
+
+    async def expire_waiting_due(self, work: Work, load_node: LoadNode) -> int:
+        """Waiting items past their expiry: dead-lettered or dropped as their node says
+        (an ordinary node's expired items are dropped here too: one expiry index)."""
+        return await self._engine.expire_waiting_due(work, load_node)
 
     async def settle(self, work: Work, node: Node) -> None:
-        await self.engine.dispatch(work, node)
+        await self._engine.dispatch(work, node)
