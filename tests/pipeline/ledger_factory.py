@@ -160,7 +160,15 @@ def simulate_ledger(seed: int = 7, items: int = 60, start: datetime = START) -> 
         for i, (at, kind, node, item_id, sub, d, size) in enumerate(raw)
     ]
     details = random.Random(seed + 1)
-    return [with_details(details, row) for row in rows]
+    rows = [with_details(details, row) for row in rows]
+    # An unused bound queue deleted (pubsub#queue_expire_after): a row of the node,
+    # after every other and from a stream of its own, so no row above moves.
+    unused = random.Random(f"unused/{seed}")
+    last = rows[-1].at if rows else start
+    node = unused.choice(NODES)
+    at = last + _micros(unused, 1, 60)
+    rows.append(Row(len(rows) + 1, at, str(K.EXPIRED_UNUSED), node, "", None, 0, 0, None, "600"))
+    return rows
 
 
 TENANTS = ("acme", "globex", "initech", "umbrella")

@@ -19,7 +19,14 @@ from tests.pipeline.ledger_factory import Row
 from xmpp_queue.core.ledger import EventKind as K
 
 REMOVING = {K.ACKED, K.DEAD_LETTERED, K.RETRACTED, K.PURGED, K.DROPPED}
-NOT_AN_ITEM = {K.DEDUPLICATED, K.FILTERED, K.REPLAYED, K.RETENTION_ENDED, K.SNAPSHOT}
+NOT_AN_ITEM = {
+    K.DEDUPLICATED,
+    K.FILTERED,
+    K.REPLAYED,
+    K.RETENTION_ENDED,
+    K.SNAPSHOT,
+    K.EXPIRED_UNUSED,
+}
 ARRIVING = {K.PUBLISHED, K.REPLAYED}  # into the backlog
 KINDS = [k.value for k in K]
 

@@ -40,6 +40,9 @@ class EventKind(enum.StrEnum):
     REPLAYED = "replayed"  # a retained item waiting again after a seek (reason: its target)
     RETENTION_ENDED = "retention_ended"  # a retained item deleted at its retention's end
     SNAPSHOT = "snapshot"  # a snapshot taken (item_id: its name; reason: taken/deleted)
+    # A bound queue deleted after pubsub#queue_expire_after seconds without a
+    # subscriber (item_id empty; reason: the delay in seconds). A node event.
+    EXPIRED_UNUSED = "expired_unused"
 
 
 REASON_EXPIRED = "expired"

@@ -165,6 +165,7 @@ class NodeConfig:
     # bound to (every item published there is copied here) and the filter over attributes.
     queue_topic: str = ""
     queue_filter: str = ""
+    queue_expire_after: int = 0  # seconds a bound queue may go unsubscribed; 0 = off
     # Retention and replay (docs/queueing.md, "Retention, seek and snapshots").
     queue_retain_acked: int = 0  # seconds an acked item is kept for a seek; 0 = off
 

@@ -72,6 +72,15 @@ class NodeRepository(Protocol):
         """The queue nodes whose ``queue_topic`` is *topic*, from an index (a
         publish to a topic asks this; it must not scan every node)."""
 
+    async def note_unused(self, node_id: str, now: datetime) -> bool:
+        """File *node_id* for deletion at *now* plus its ``queue_expire_after`` when
+        it is a bound queue with that set and no subscriber, unless already filed
+        since its last subscription change. True when newly filed."""
+
+    async def unused_due(self, now: datetime, limit: int) -> list[str]:
+        """Bound queues unsubscribed past their ``queue_expire_after`` by *now*,
+        from an index (what is due, never a scan of every node)."""
+
     async def snapshots(self, node_id: str) -> list[Snapshot]:
         """The node's named snapshots, by name."""
 

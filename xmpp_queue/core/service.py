@@ -88,6 +88,7 @@ from xmpp_queue.core.replay import Replay
 from xmpp_queue.core.reports import QueueDetails, QueueSummary, ServiceStatus, TickReport
 from xmpp_queue.core.service_admin import AdminLevers
 from xmpp_queue.core.topics import Topics, check_item
+from xmpp_queue.core.unused_queues import expire_unused, settle_with_unused
 
 __all__ = ["PubSubService", "ServiceSettings"]
 
@@ -105,7 +106,7 @@ class PubSubService:
     ) -> None:
         self._ctx = ctx = ServiceContext(store, clock, new_id, settings)
         self._types = NodeTypes(ctx)
-        ctx.settle = self._types.settle
+        ctx.settle = settle_with_unused(self._types.settle)
         self.admin = AdminLevers(ctx, self._types)
         self.replay = Replay(ctx)  # seek and snapshots: service.replay.seek_time(...)
         self._topics = Topics(ctx, self._types.publish_into)
@@ -358,11 +359,16 @@ class PubSubService:
         async def op(w: Work) -> None:
             n = await self._ctx.node(w, node)
             require(await self._ctx.affiliation(w, node, actor), Action.DELETE)
-            await self._topics.topic_deleted(w, n)
-            await self._types.of(n).delete(w, n, redirect)
+            await self._delete(w, n, redirect)
             log.info("event=node_deleted node=%s by=%s", node, actor.bare or "system")
 
         return await self._ctx.run(op)
+
+    async def _delete(self, w: Work, n: Node, redirect: str | None = None) -> None:
+        """The one deletion path (an owner's delete, an unused queue's expiry):
+        the bound queues told, then the node's type deletes and notifies."""
+        await self._topics.topic_deleted(w, n)
+        await self._types.of(n).delete(w, n, redirect)
 
     async def purge_node(self, actor: Actor, node: str) -> Outcome[int]:
         """§8.5; returns how many items were removed."""
@@ -763,7 +769,8 @@ class PubSubService:
 
     async def tick(self) -> Outcome[int]:
         """Expire due locks (unlock notice, redispatch or dead-letter), expire
-        waiting items past their time, and dispatch items whose delay has passed.
+        waiting items past their time, and dispatch items whose delay has passed;
+        end retentions and delete bound queues unused past their delay.
         Returns how many locks expired (``sweep`` says which nodes it settled)."""
         outcome = await self.sweep()
         return Outcome(outcome.value.expired_locks, outcome.effects)
@@ -783,6 +790,7 @@ class PubSubService:
             expired = await queues.expire_due(w, w.tx.nodes.get)
             await queues.expire_waiting_due(w, w.tx.nodes.get)
             await Replay.end_retention(w)
+            await expire_unused(w, self._delete)
             for node_id in await w.tx.items.due_delayed_nodes(w.now, TICK_BATCH):
                 w.touched[node_id] = None
             if every_node:

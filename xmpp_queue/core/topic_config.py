@@ -6,15 +6,22 @@ node's id; empty = not bound) and, optionally, a filter over attributes
 (``pubsub#queue_filter``, Pub/Sub's syntax, ``topic_filter``). The filter is
 parsed when it is set, so a bad one is refused at configuration with the
 position of the error, never found at publish time.
+
+``pubsub#queue_expire_after`` (seconds, 0 = off) deletes a bound queue that
+has had no subscriber for that long (core/unused_queues.py), as Google
+Pub/Sub expires an unused subscription: a binding nobody reads would
+otherwise collect every topic item forever.
 """
 
 from __future__ import annotations
 
-from xmpp_queue.core.form_fields import ConfigField
+from xmpp_queue.core.form_fields import ConfigField, int_parser
 from xmpp_queue.core.topic_filter import compile_filter
 
 QUEUE_TOPIC = "pubsub#queue_topic"
 QUEUE_FILTER = "pubsub#queue_filter"
+QUEUE_EXPIRE_AFTER = "pubsub#queue_expire_after"
+MAX_EXPIRE_AFTER = 366 * 86400
 MAX_TOPIC_ID = 1024
 
 
@@ -48,6 +55,15 @@ TOPIC_FIELDS: tuple[ConfigField, ...] = (
         "text-single",
         'Only topic items whose attributes match, e.g. attributes.region = "eu"',
         parse_filter,
+        queue_only=True,
+    ),
+    ConfigField(
+        QUEUE_EXPIRE_AFTER,
+        "queue_expire_after",
+        "text-single",
+        "Seconds a bound queue may have no subscriber before it is deleted; 0: never",
+        int_parser(0, MAX_EXPIRE_AFTER),
+        datatype="xs:integer",
         queue_only=True,
     ),
 )

@@ -31,6 +31,7 @@ NOT_AN_ITEM_KINDS = (
     EventKind.REPLAYED.value,
     EventKind.RETENTION_ENDED.value,
     EventKind.SNAPSHOT.value,
+    EventKind.EXPIRED_UNUSED.value,
 )
 """Rows that start or end no lifecycle: a repeat publish, a filtered topic item,
 and retention's rows (a replayed item's next delivery and ack form a lifecycle

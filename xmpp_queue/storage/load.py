@@ -262,6 +262,7 @@ class StateBuilder:
         for ns in self._state.nodes.values():
             self._state.subscribers.index_node_subs(ns)
         self._state.retention.rebuild(self._state.nodes)
+        self._state.unused.rebuild(self._state.nodes)
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state

@@ -100,6 +100,15 @@ class NodesRepo:
     async def bound_to(self, topic: str) -> list[Node]:
         return self._s.bound_to(topic)
 
+    async def note_unused(self, node_id: str, now: datetime) -> bool:
+        ns = self._s.nodes.get(node_id)
+        return ns is not None and self._s.unused.file(ns, now)
+
+    async def unused_due(self, now: datetime, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        return self._s.unused.due(self._s.nodes, now, limit)
+
     async def snapshots(self, node_id: str) -> list[Snapshot]:
         ns = self._s.nodes.get(node_id)
         return sorted(ns.snapshots.values(), key=lambda x: x.name) if ns is not None else []
@@ -181,6 +190,7 @@ class SubscriptionsRepo:
         ns.sub_ids[sub.subid] = self._s.next_sub_id
         self._s.next_sub_id += 1
         self._s.subscribers.index_sub(ns, sub)
+        self._s.unused.touch(sub.node)
 
     async def update(self, subscription: Subscription) -> None:
         sub = _utc_subscription(subscription)
@@ -196,6 +206,7 @@ class SubscriptionsRepo:
             self._c.touch_sub(node_id, subid)
             del ns.subs[subid]
             del ns.sub_ids[subid]
+            self._s.unused.touch(node_id)
 
     async def get(self, node_id: str, subid: str) -> Subscription | None:
         ns = self._s.nodes.get(node_id)
@@ -587,6 +598,7 @@ class ItemsRepo:
             self._s.next_retry(),
             self._s.next_item_expiry(),
             self._s.retention.next_due(self._s.nodes),
+            self._s.unused.next_due(self._s.nodes, now),
         ]
         return min((m for m in moments if m is not None), default=None)
 

@@ -49,6 +49,7 @@ from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
 from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
+from xmpp_queue.storage.unused import UnusedIndex
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
 """Shared by every item without headers (nearly all): an empty dict each is 64 bytes."""
@@ -277,6 +278,7 @@ class MemoryState:
         # or an unbinding never leaves a wrong answer, only a stale key).
         self.bindings: dict[str, dict[str, None]] = {}
         self.retention = RetainedIndex()  # retained items by the end of their retention
+        self.unused = UnusedIndex()  # unsubscribed bound queues (queue_expire_after)
 
     def note_binding(self, node: Node) -> None:
         """Index *node* under its topic when it is a bound queue (``bound_to``)."""
@@ -475,6 +477,7 @@ class MemoryState:
         self.expiry_heap = []
         self.delayed_heap, self.delayed_filed = [], 0
         self.retention.rebuild(self.nodes)
+        self.unused.rebuild(self.nodes)
         for ns in self.nodes.values():
             for item in ns.items.values():
                 if item.expires_at is not None and item.locked_by is None:
