@@ -64,6 +64,10 @@ COMMAND_NODES = [
         "redrive",
         "kick",
         "configure",
+        "seek",
+        "snapshot",
+        "snapshots",
+        "snapshot-delete",
         "push-list",
         "push-add",
         "push-remove",
@@ -172,9 +176,16 @@ async def test_2_2_admin_sees_the_commands_others_only_the_owners_ones(
     hidden = await alice.plugin["xep_0050"].get_commands(SERVICE, timeout=TIMEOUT)
     owners = hidden.xml.findall(f"{{{DISCO_ITEMS}}}query/{{{DISCO_ITEMS}}}item")
     assert [i.get("node") for i in owners] == [
-        PREFIX + "push-list",
-        PREFIX + "push-add",
-        PREFIX + "push-remove",
+        PREFIX + name
+        for name in (
+            "seek",
+            "snapshot",
+            "snapshots",
+            "snapshot-delete",
+            "push-list",
+            "push-add",
+            "push-remove",
+        )
     ]
 
 
