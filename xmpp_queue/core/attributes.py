@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLong
-from xmpp_queue.core.model import NodeConfig, Urgency
+from xmpp_queue.core.model import Item, NewItem, NodeConfig, Urgency, new_item
 from xmpp_queue.core.queue.failures import ERROR_HISTORY, LAST_ERROR
 
 START, EXPIRES, TTL, URGENCY = "Start", "Expires", "TTL", "Urgency"
@@ -156,3 +156,23 @@ def schedule(
     if key is not None and not key.strip():
         raise AttributeRefused(ORDERING_KEY, "must not be empty")
     return Schedule(int(priority), start, expires_at, key)
+
+
+def scheduled_item(
+    node_id: str, item_id: str, publisher: str, item: NewItem, plan: Schedule, at: datetime
+) -> Item:
+    """The stored form of a new item published at *at* under *plan* (leaf and queue
+    alike: a leaf's plan has no start and no ordering key)."""
+    return new_item(
+        node_id,
+        item_id,
+        publisher,
+        item.payload,
+        item.size,
+        item.attributes,
+        at,
+        priority=plan.priority,
+        expires_at=plan.expires_at,
+        available_at=plan.available_at,
+        ordering_key=plan.ordering_key,
+    )

@@ -11,7 +11,7 @@ locked: unlock, extend and the other queue verbs are not this type's
 from __future__ import annotations
 
 from xmpp_queue.core.access import require
-from xmpp_queue.core.attributes import schedule
+from xmpp_queue.core.attributes import Schedule, schedule, scheduled_item
 from xmpp_queue.core.audience import delete_and_tell, delivery_targets, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
@@ -35,7 +35,6 @@ from xmpp_queue.core.model import (
     Subscription,
     SubscriptionState,
     bare,
-    new_item,
 )
 from xmpp_queue.core.node_config import SubscribeOptions
 
@@ -83,18 +82,9 @@ class LeafPolicy:
                     plan.expires_at,
                 )
             else:
+                unordered = Schedule(plan.priority, None, plan.expires_at)
                 await items.put(
-                    new_item(
-                        node.node_id,
-                        item_id,
-                        publisher,
-                        item.payload,
-                        item.size,
-                        item.attributes,
-                        work.now,
-                        priority=plan.priority,
-                        expires_at=plan.expires_at,
-                    )
+                    scheduled_item(node.node_id, item_id, publisher, item, unordered, work.now)
                 )
                 await self._trim(work, node)
         notice = NoticeItem(

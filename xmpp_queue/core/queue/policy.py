@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from xmpp_queue.core.access import own_subscriptions_on
-from xmpp_queue.core.attributes import schedule
+from xmpp_queue.core.attributes import schedule, scheduled_item
 from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
@@ -128,19 +128,7 @@ class QueuePolicy:
             return
         await make_room(work, node, item.size)
         stored = await items.put(
-            new_item(
-                node.node_id,
-                item_id,
-                publisher,
-                item.payload,
-                item.size,
-                item.attributes,
-                work.now,
-                priority=plan.priority,
-                expires_at=plan.expires_at,
-                available_at=plan.available_at,
-                ordering_key=plan.ordering_key,
-            )
+            scheduled_item(node.node_id, item_id, publisher, item, plan, work.now)
         )
         record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)
         if plan.available_at is not None:
