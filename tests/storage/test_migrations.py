@@ -132,11 +132,30 @@ def test_a_failing_revision_leaves_nothing_behind(
     assert "half_done" not in tables and ledger_names.TABLE in tables
 
 
+def _write_rows(url: str, rows: list[str]) -> None:
+    """Run *rows* (SQL statements) in one transaction on the database at *url*: the
+    data an older revision's deployment left, for an upgrade test to carry over."""
+    from sqlalchemy import text
+
+    def write(conn: Connection) -> None:
+        for sql in rows:
+            conn.execute(text(sql))
+
+    async def fill() -> None:
+        engine = make_engine(url)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(write)
+        finally:
+            await engine.dispose()
+
+    in_thread(fill())
+
+
 def test_upgrading_to_item_attributes_keeps_items_locks_and_dead_letters(empty_db: str) -> None:
     """Rows written under 0003 (a waiting item, a locked one with its deadline, a dead
     letter with headers) load unchanged after the upgrade, as medium items that
     never expire."""
-    from sqlalchemy import text
 
     from xmpp_queue.storage.store import StateStore
 
@@ -162,19 +181,7 @@ def test_upgrading_to_item_attributes_keeps_items_locks_and_dead_letters(empty_d
         """ '{"reason":"max-deliveries","origin-node":"jobs"}')""",
     ]
 
-    def write(conn: Connection) -> None:
-        for sql in rows:
-            conn.execute(text(sql))
-
-    async def fill() -> None:
-        engine = make_engine(empty_db)
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(write)
-        finally:
-            await engine.dispose()
-
-    in_thread(fill())
+    _write_rows(empty_db, rows)
     migrations.upgrade(empty_db)
 
     async def read() -> dict[str, Any]:
@@ -200,7 +207,6 @@ def test_upgrading_to_item_attributes_keeps_items_locks_and_dead_letters(empty_d
 def test_upgrading_to_ordering_key_keeps_items_unordered(empty_db: str) -> None:
     """Rows written under 0004 (one carrying an ``ordering-key`` header, one
     locked) load after the upgrade with no ordering key: they stay as they were."""
-    from sqlalchemy import text
 
     from xmpp_queue.storage.store import StateStore
 
@@ -221,19 +227,7 @@ def test_upgrading_to_ordering_key_keeps_items_unordered(empty_db: str) -> None:
         " '2026-01-01 12:05:01+00:00', 1)",
     ]
 
-    def write(conn: Connection) -> None:
-        for sql in rows:
-            conn.execute(text(sql))
-
-    async def fill() -> None:
-        engine = make_engine(empty_db)
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(write)
-        finally:
-            await engine.dispose()
-
-    in_thread(fill())
+    _write_rows(empty_db, rows)
     migrations.upgrade(empty_db)
     assert migrations.current_revision(empty_db) == migrations.head_revision()
 
@@ -275,19 +269,7 @@ def test_upgrading_to_event_details_keeps_ledger_rows_without_details(empty_db: 
         " 'w@x/r', 1, 4)",
     ]
 
-    def write(conn: Connection) -> None:
-        for sql in rows:
-            conn.execute(text(sql))
-
-    async def fill() -> None:
-        engine = make_engine(empty_db)
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(write)
-        finally:
-            await engine.dispose()
-
-    in_thread(fill())
+    _write_rows(empty_db, rows)
     migrations.upgrade(empty_db)
     assert migrations.current_revision(empty_db) == migrations.head_revision()
     later = LedgerEvent(
@@ -326,7 +308,6 @@ def test_upgrading_to_retention_keeps_items_waiting_and_locked(empty_db: str) ->
     """Rows written under 0006 (a waiting item, a locked one) load after the
     upgrade as queue items (``acked_at`` NULL: nothing is taken for retained),
     with no snapshots; a downgrade to 0006 drops the column and the table."""
-    from sqlalchemy import text
 
     from xmpp_queue.storage.store import StateStore
 
@@ -347,19 +328,7 @@ def test_upgrading_to_retention_keeps_items_waiting_and_locked(empty_db: str) ->
         " '2026-01-01 12:05:01+00:00', 1, 1)",
     ]
 
-    def write(conn: Connection) -> None:
-        for sql in rows:
-            conn.execute(text(sql))
-
-    async def fill() -> None:
-        engine = make_engine(empty_db)
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(write)
-        finally:
-            await engine.dispose()
-
-    in_thread(fill())
+    _write_rows(empty_db, rows)
     migrations.upgrade(empty_db)
     assert migrations.current_revision(empty_db) == "0007_retention"
 
