@@ -6,11 +6,16 @@ Helpers, not fixtures: they ask the session fixtures ``sqlite_template`` and
 
 from __future__ import annotations
 
+import itertools
 import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+
+from xmpp_queue.storage.store import StateStore
 
 TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes")
 
@@ -42,3 +47,42 @@ async def empty_database(backend: str, request: pytest.FixtureRequest, tmp_path:
 
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+StoreOpener = Callable[[], Awaitable[StateStore]]
+
+
+def example_openers(
+    backend: str, request: pytest.FixtureRequest
+) -> tuple[StoreOpener, StoreOpener]:
+    """(open, reopen) for a property test on *backend*: each example opens an empty
+    migrated database (a copy of the SQLite template, or the emptied PostgreSQL one),
+    and a restart reopens the same database."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        workdir = Path(tempfile.mkdtemp(prefix="xq-properties-"))
+        request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        counter = itertools.count()
+        current: list[str] = []
+
+        async def open_db() -> StateStore:
+            path = workdir / f"example-{next(counter)}.db"
+            shutil.copyfile(template, path)
+            current[:] = [f"sqlite:///{path}"]
+            return await StateStore.open(current[0])
+
+        async def reopen_db() -> StateStore:
+            return await StateStore.open(current[0])
+
+        return open_db, reopen_db
+
+    url: str = request.getfixturevalue("pg_migrated")
+
+    async def open_pg() -> StateStore:
+        await empty_pg(url)
+        return await StateStore.open(url)
+
+    async def reopen_pg() -> StateStore:
+        return await StateStore.open(url)
+
+    return open_pg, reopen_pg

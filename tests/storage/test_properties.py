@@ -51,11 +51,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,7 +68,7 @@ from hypothesis.stateful import (
 )
 
 from tests.kit import FakeClock
-from tests.kit.stores import SQL_BACKENDS, empty_pg
+from tests.kit.stores import SQL_BACKENDS, example_openers
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
@@ -741,30 +738,5 @@ def test_the_store_keeps_its_promises_on_a_database(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
     """Each example starts from an empty migrated database; restarts reload from it."""
-    if backend == "sqlite":
-        template: Path = request.getfixturevalue("sqlite_template")
-        workdir = Path(tempfile.mkdtemp(prefix="xq-properties-"))
-        request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
-        counter = itertools.count()
-        current: list[str] = []
-
-        async def open_db() -> StateStore:
-            path = workdir / f"example-{next(counter)}.db"
-            shutil.copyfile(template, path)
-            current[:] = [f"sqlite:///{path}"]
-            return await StateStore.open(current[0])
-
-        async def reopen_db() -> StateStore:
-            return await StateStore.open(current[0])
-
-    else:
-        url: str = request.getfixturevalue("pg_migrated")
-
-        async def open_db() -> StateStore:
-            await empty_pg(url)
-            return await StateStore.open(url)
-
-        async def reopen_db() -> StateStore:
-            return await StateStore.open(url)
-
+    open_db, reopen_db = example_openers(backend, request)
     run_state_machine_as_test(_machine(open_db, reopen_db), settings=SETTINGS)
