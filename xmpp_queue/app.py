@@ -183,10 +183,22 @@ async def _standby_http(settings: Settings, holder: str) -> Any:
     return server
 
 
+class ShardTerm(Protocol):
+    """What a shard's term adds (``sharding.py``): its own store, its placement guard."""
+
+    async def open_store(self, fence: Any) -> Any: ...
+
+    def guard(self, store: Any) -> Any: ...
+
+
 async def _serve_term(
-    settings: Settings, stop: asyncio.Event, lease: PostgresLease | None
+    settings: Settings,
+    stop: asyncio.Event,
+    lease: PostgresLease | None,
+    shard: ShardTerm | None = None,
 ) -> int | None:
-    """Serve until stopped (its exit status) or until the lease is lost (None)."""
+    """Serve until stopped (its exit status) or until the lease is lost (None).
+    A *shard* term loads only its nodes and redirects requests for others'."""
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.push.policy import PushPolicy
     from xmpp_queue.push.registry import PushSubscriptions
@@ -202,7 +214,11 @@ async def _serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    state_store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    fence = lease.fence if lease else None
+    if shard is not None:
+        state_store = await shard.open_store(fence)
+    else:
+        state_store = await StateStore.open(settings.database.url, fence)
     store: Store = state_store
     metrics = _metrics(settings)
     observed = None
@@ -239,6 +255,8 @@ async def _serve_term(
             workers=PresenceTracker(SubscriberRelease(service, outbox)),
         )
         outbox.set_default(component)
+        if shard is not None:
+            component.requests.guard = shard.guard(state_store)
         # The timer starts (catching up on time spent down) once notices can be sent.
         component.add_event_handler("session_start", deadlines.connected)
 

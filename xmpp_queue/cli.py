@@ -158,6 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"({migrations.head_revision()}); run: {migrate}",
             EXIT_USAGE,
         )
+    if settings.shards is not None:
+        from xmpp_queue.sharding import run_sharded
+
+        return int(asyncio.run(run_sharded(settings)))
     from xmpp_queue.app import run_service
 
     return int(asyncio.run(run_service(settings)))

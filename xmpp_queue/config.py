@@ -246,6 +246,20 @@ class PushSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardSettings:
+    """``[shards]``: the component domains that serve the nodes (docs/scaling.md).
+
+    ``[component] jid`` is then the public name, a directory that redirects to
+    the shard of each node. ``domains``: the shards (each declared on the XMPP
+    server with the component's secret); ``per_process``: how many shards one
+    process serves at most (the others wait as standbys for any shard).
+    """
+
+    domains: tuple[str, ...]
+    per_process: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """The whole file. ``source`` is where it was read from (None when built in code)."""
 
@@ -258,6 +272,7 @@ class Settings:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     http: HttpSettings | None = None
     push: PushSettings = field(default_factory=PushSettings)
+    shards: ShardSettings | None = None
     pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None
 
@@ -319,6 +334,15 @@ def _component_jid(key: str, value: object) -> str:
             key, f"expected a domain JID such as queue.example.org, got {_show(value)}"
         )
     return str(jid.domain)
+
+
+def _shard_domains(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(key, f"expected a list of component domains, got {_show(value)}")
+    domains = tuple(_component_jid(f"{key}[{i}]", v) for i, v in enumerate(value))
+    if len(set(domains)) != len(domains):
+        raise ConfigError(key, "a domain is listed twice")
+    return domains
 
 
 def _bare_jid(key: str, value: object) -> str:
@@ -534,8 +558,9 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "request_timeout": _integer(1, 3600, "seconds"),
         "max_connections": _integer(1, 10_000),
     },
+    "shards": {"domains": _shard_domains, "per_process": _integer(1, 1000, "shards")},
 }
-_REQUIRED = {"component": ("jid", "secret")}
+_REQUIRED = {"component": ("jid", "secret"), "shards": ("domains",)}
 _PASS_THROUGH = ("pipeline", "admin")  # validated by their own modules (admin: the CLI)
 
 
@@ -592,6 +617,9 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
             f"{component.max_payload_ceiling} with component.max_stanza_size = "
             f"{component.max_stanza_size} ({STANZA_ENVELOPE} bytes are kept for the envelope)",
         )
+    shards = ShardSettings(**_section(data, "shards")) if "shards" in data else None
+    if shards is not None and component.jid in shards.domains:
+        raise ConfigError("shards.domains", "the public name (component.jid) is not a shard")
     access = _section(data, "access")
     home = (parent_domain(component.jid),)
     access.setdefault("users", home)
@@ -606,6 +634,7 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
         logging=LoggingSettings(**_section(data, "logging")),
         http=http,
         push=PushSettings(**_section(data, "push")),
+        shards=shards,
         pipeline=MappingProxyType(dict(pipeline)),
         source=source,
     )

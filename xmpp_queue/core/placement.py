@@ -31,3 +31,37 @@ def pick_shard(node_id: str, shards: Sequence[str]) -> str:
         raise ValueError("no shards to place a node on")
     digest = hashlib.sha256(family(node_id).encode("utf-8")).digest()
     return shards[int.from_bytes(digest[:8], "big") % len(shards)]
+
+
+# --- where a node is: the xmpp: URI a redirect carries --------------------------------
+
+_SAFE = "!$&'()*+,:@/-._~"  # RFC 3987 ipchar minus the separators of the query
+
+
+def node_uri(service: str, node_id: str | None = None) -> str:
+    """The XMPP URI (RFC 5122, XEP-0060's ``?;node=`` form) of *node_id* on *service*:
+    ``xmpp:p1.queue.example.org?;node=jobs``; without a node, the service's URI."""
+    from urllib.parse import quote
+
+    if node_id is None:
+        return f"xmpp:{service}"
+    return f"xmpp:{service}?;node={quote(node_id, safe=_SAFE.replace(';', ''))}"
+
+
+def parse_node_uri(uri: str) -> tuple[str, str | None]:
+    """(service JID, node or None) of an ``xmpp:`` URI; ValueError if it is not one."""
+    from urllib.parse import unquote
+
+    text = uri.strip()
+    if not text.startswith("xmpp:"):
+        raise ValueError(f"not an xmpp: URI: {uri!r}")
+    rest = text[5:].lstrip("/")
+    service, _, query = rest.partition("?")
+    if not service or "@" in service or "/" in service:
+        raise ValueError(f"not a service URI: {uri!r}")
+    node = None
+    for part in query.split(";"):
+        key, sep, value = part.partition("=")
+        if sep and key == "node":
+            node = unquote(value)
+    return service, node

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from xmpp_queue.core.model import Affiliation
-from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.core.model import Affiliation, NodeConfig
 from xmpp_queue.storage import codec
 from xmpp_queue.storage.lease import DATABASE_ERRORS, asyncpg_dsn
 
