@@ -203,6 +203,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         lock.release()
         print(f"{settings.component.jid}: no process is serving {_redacted(url)}")
         return EXIT_FAILURE
+    if settings.shards is not None:
+        from xmpp_queue.sharding import shards_status
+
+        try:
+            text, serving = asyncio.run(shards_status(settings))
+        except Exception as exc:
+            raise _database_failure(url, exc) from exc
+        print(text)
+        return EXIT_OK if serving else EXIT_FAILURE
     from xmpp_queue.storage.lease import lease_status
 
     try:

@@ -131,6 +131,7 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
                 keeper.cancel()
             if status is not None:
                 return status
+            log.warning("event=stepped_down component=%s action=standby", comp.jid)
         return 0
     finally:
         await lease.release()
@@ -192,3 +193,43 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
             await lease.release()
             await lease.close()
         await placements.close()
+
+
+async def shards_status(settings: Settings) -> tuple[str, bool]:
+    """``xmpp-queue status`` of a sharded deployment: who serves the directory and
+    each shard (with its node count), and the processes standing by. The flag:
+    whether the directory and every shard are served."""
+    from xmpp_queue.storage.lease import lease_status
+    from xmpp_queue.storage.placement import PlacementTable
+
+    shards = settings.shards
+    assert shards is not None
+    url = settings.database.url
+    names = (settings.component.jid, *shards.domains)
+    statuses = [await lease_status(url, name) for name in names]
+    table = PlacementTable(url)
+    try:
+        counts = await table.counts()
+    finally:
+        await table.close()
+    lines, serving, standing = [], True, {}
+    for n, status in enumerate(statuses):
+        role = "directory" if n == 0 else f"shard, {counts.get(status.name, 0)} nodes"
+        if status.holder and status.expires_at is not None and status.acquired_at is not None:
+            left = (status.expires_at - status.now).total_seconds()
+            lines.append(
+                f"{status.name} ({role}): active {status.holder} since "
+                f"{status.acquired_at:%Y-%m-%d %H:%M:%S}Z (term {status.token}, "
+                f"lease {left:.1f}s left)"
+            )
+        else:
+            serving = False
+            lines.append(f"{status.name} ({role}): no active process (last term {status.token})")
+        for m in status.members:
+            if m.role == "standby" and (status.now - m.seen_at).total_seconds() < 60:
+                standing[m.holder] = m.seen_at
+    busy = {s.holder for s in statuses[1:] if s.holder}
+    idle = sorted(h for h in standing if h not in busy)
+    lines.append(f"standbys: {len(idle)}")
+    lines += [f"  {holder} standing by for any shard" for holder in idle]
+    return "\n".join(lines), serving

@@ -11,7 +11,7 @@ import pytest
 
 from tests.kit.stores import empty_database
 from xmpp_queue.storage.placement import PlacementTable
-from xmpp_queue.storage.shard_backend import SEQ_BLOCK, open_shard_store
+from xmpp_queue.storage.shard_backend import SEQ_BLOCK, NodeOnAnotherShard, open_shard_store
 
 from .samples import item, node
 
@@ -60,7 +60,7 @@ async def test_a_shard_cannot_commit_a_node_placed_on_another(pg: str) -> None:
     try:
         assert await table.claim("jobs", P0) == P0  # the directory placed it on p0
         assert await table.claim("jobs", P1) == P0  # a second claim finds the first
-        with pytest.raises(Exception):
+        with pytest.raises(NodeOnAnotherShard):
             async with b.transaction() as tx:
                 await tx.nodes.add(node("jobs"))
                 await tx.commit()

@@ -28,6 +28,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
 from sqlalchemy import bindparam, select
 
 from xmpp_queue.storage import schema
@@ -122,6 +123,10 @@ PLACED_HERE = "SELECT 1 / (shard = $2)::int FROM node_placement WHERE node_id = 
 UNPLACE = "DELETE FROM node_placement WHERE node_id = $1 AND shard = $2"
 
 
+class NodeOnAnotherShard(Exception):
+    """A commit would have written a node that another shard holds (refused whole)."""
+
+
 class ShardBackend(PostgresBackend):
     """:class:`PostgresBackend` for one shard of a sharded deployment (module docstring)."""
 
@@ -172,6 +177,11 @@ class ShardBackend(PostgresBackend):
             seq_floor,
         )
         return state
+
+    def _lost(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, asyncpg.DivisionByZeroError):  # PLACED_HERE refused the commit
+            return NodeOnAnotherShard(f"a node of this commit is placed on another shard: {exc}")
+        return super()._lost(exc)
 
     async def _reserve(self, conn: Any, flush: Flush) -> None:
         """Never move the shared sequences (they are past our block already)."""
