@@ -2,7 +2,7 @@
 
 It is one sink of the outbox plus a source of requests (docs/architecture.md):
 it owns the slixmpp plugins (disco, forms, pubsub stanzas, RSM, SHIM, ad-hoc
-commands for the admin helper), the request table (``handlers.RequestRouter``),
+commands for the admin helper), the request table (``router.RequestRouter``),
 disco from the core, what it sees of workers (directed presence and bounced
 notifications, reported to the presence tracker of ``runtime``), the delivery of
 the effects the outbox routes to it (:meth:`deliver`), and the connection
@@ -49,8 +49,8 @@ from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.slixmpp_seam import SeamComponent, install_handshake_redaction
 from xmpp_queue.xmpp import render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
-from xmpp_queue.xmpp.handlers import RequestRouter
 from xmpp_queue.xmpp.requests import MAX_DEPTH
+from xmpp_queue.xmpp.router import RequestRouter
 from xmpp_queue.xmpp.transport import CoalescingTransport
 
 log = logging.getLogger("xmpp_queue.xmpp.component")
