@@ -195,8 +195,9 @@ async def _serve_term(
     from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
     from xmpp_queue.runtime.scheduler import DeadlineScheduler
     from xmpp_queue.storage.store import StateStore
-    from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
-    from xmpp_queue.xmpp.requests import canonical_payload_text
+    from xmpp_queue.xmpp.component import QueueComponent
+    from xmpp_queue.xmpp.payloads import canonical_payload_text
+    from xmpp_queue.xmpp.reconnect import HandshakeRejected
 
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
