@@ -103,9 +103,9 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
     """Stand by for the directory's lease, serve the directory, again if lost."""
     from xmpp_queue.storage.lease import PostgresLease
     from xmpp_queue.storage.placement import PlacementTable
-    from xmpp_queue.xmpp.component import HandshakeRejected
     from xmpp_queue.xmpp.directory import Directory
     from xmpp_queue.xmpp.directory_component import DirectoryComponent
+    from xmpp_queue.xmpp.reconnect import HandshakeRejected
 
     comp, shards = settings.component, settings.shards
     assert shards is not None

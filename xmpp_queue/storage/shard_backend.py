@@ -32,12 +32,7 @@ import asyncpg
 from sqlalchemy import bindparam, select
 
 from xmpp_queue.storage import schema
-from xmpp_queue.storage.backend_sql import (
-    POSTGRES,
-    PostgresBackend,
-    _compile,
-    _postgres_when,
-)
+from xmpp_queue.storage.backend_postgres import PostgresBackend
 from xmpp_queue.storage.changes import Flush
 from xmpp_queue.storage.lease import Fence
 from xmpp_queue.storage.load import (
@@ -48,6 +43,8 @@ from xmpp_queue.storage.load import (
     SUBSCRIPTION_FIELDS,
     StateBuilder,
 )
+from xmpp_queue.storage.sql_rows import postgres_when
+from xmpp_queue.storage.sql_statements import POSTGRES, _compile
 from xmpp_queue.storage.state import MemoryState
 
 log = logging.getLogger("xmpp_queue.storage.shard")
@@ -144,7 +141,7 @@ class ShardBackend(PostgresBackend):
         return seq_end - SEQ_BLOCK, sub_end - SUB_ID_BLOCK
 
     async def _load(self) -> MemoryState:
-        builder = StateBuilder(_postgres_when)
+        builder = StateBuilder(postgres_when)
         try:
             seq_floor, sub_floor = await self._reserve_blocks()
             conn = await self._connection()
