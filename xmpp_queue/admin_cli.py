@@ -289,6 +289,9 @@ async def run(args: argparse.Namespace) -> int:
                 for n, name in found:
                     print(f"{n:28} {name}")
             return EXIT_OK
+        queue = answers[0].get("node") if answers else None
+        if isinstance(queue, str) and queue and args.action != "create-node":
+            service = await xmpp.service_of(service, queue)  # a sharded service: its shard
         reply = await xmpp.run(service, node, answers)
         if args.json:
             print(dumps(reply_json(node, reply)))

@@ -23,12 +23,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slixmpp import ClientXMPP, Iq
+from slixmpp import JID, ClientXMPP, Iq
+from slixmpp.exceptions import IqError
 from slixmpp.plugins.xep_0004 import Form
 
 from xmpp_queue.client.account import Account
+from xmpp_queue.core.placement import parse_node_uri
 
 TIMEOUT = 15.0
+STANZAS = "urn:ietf:params:xml:ns:xmpp-stanzas"
 ADMIN_KEYS = ("jid", "password", "password_file", "server", "plain")
 
 Answers = Sequence[Mapping[str, str | list[str]]]
@@ -89,6 +92,23 @@ class AdminClient(ClientXMPP):
 
     async def stop(self) -> None:
         await self.disconnect()
+
+    async def service_of(self, service: str, node: str) -> str:
+        """The service that holds queue *node*: a sharded service's directory
+        answers with a redirect to the node's shard (docs/scaling.md); any other
+        answer means *service* itself."""
+        try:
+            await self.plugin["xep_0030"].get_info(jid=JID(service), node=node, timeout=TIMEOUT)
+        except IqError as exc:
+            error = exc.iq["error"]
+            if error["condition"] in ("redirect", "gone"):
+                found = error.xml.find(f"{{{STANZAS}}}{error['condition']}")
+                uri = (found.text if found is not None else None) or error["text"] or ""
+                try:
+                    return parse_node_uri(uri)[0]
+                except ValueError:
+                    pass
+        return service
 
     async def commands(self, service: str) -> list[tuple[str, str]]:
         """(node, name) of each command the service offers this account."""

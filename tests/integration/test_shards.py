@@ -134,6 +134,21 @@ async def test_placement_directory_and_redirects_the_client_follows(
             await asyncio.wait_for(w.stop(grace=1), 20)
         await asyncio.wait_for(pub.close(), 20)
 
+    # The admin CLI names the public service too, and reaches the node's shard.
+    config = sharded.base.config_path
+    admin = config.with_name("admin.toml")
+    admin.write_text(
+        config.read_text() + f'\n[admin]\njid = "{accounts.admin_jid}"\n'
+        f'password = "{accounts.password}"\n'
+        f'server = "{xmpp_server.host}:{xmpp_server.c2s_port}"\nplain = true\n'
+    )
+    for node in nodes:
+        shown = await asyncio.to_thread(
+            xmpp_queue_cli, "admin", "-c", str(admin), "--json", "details", node
+        )
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert node in shown.stdout
+
     status = xmpp_queue_cli("status", "-c", str(sharded.base.config_path))
     assert status.returncode == 0, status.stdout + status.stderr
     for name in (SHARDED_JID, *SHARD_JIDS):
