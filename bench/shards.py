@@ -98,19 +98,26 @@ async def all_served(config: Path, within: float = 60.0) -> None:
 
 async def create_via_directory(pub: LightClient, node: str) -> str:
     """Create *node* through the public name: the redirect names its shard."""
-    answer = await pub.request(create_queue_node(SHARDED_JID, node), "create1")
+    answer = await until_not_waiting(pub, SHARDED_JID, node)
     found = _REDIRECT.search(answer)
     if found is None:
         raise RuntimeError(f"no redirect from the directory: {answer[:400]!r}")
     shard, _ = parse_node_uri(found.group(1).decode())
-    for _ in range(100):  # the lease is held; the stream may still be connecting
-        answer = await pub.request(create_queue_node(shard, node), "create1")
-        if is_result(answer):
-            return shard
-        if b"type='wait'" not in answer:
-            break
-        await asyncio.sleep(0.2)
+    answer = await until_not_waiting(pub, shard, node)
+    if is_result(answer):
+        return shard
     raise RuntimeError(f"create on {shard} failed: {answer[:400]!r}")
+
+
+async def until_not_waiting(pub: LightClient, to: str, node: str) -> bytes:
+    """The answer to a create sent to *to*, sent again while the server answers for a
+    component not connected yet (its lease is held; its stream may still be opening)."""
+    for _ in range(100):
+        answer = await pub.request(create_queue_node(to, node), "create1")
+        if b"type='wait'" not in answer:
+            return answer
+        await asyncio.sleep(0.2)
+    return answer
 
 
 async def one_run(

@@ -121,10 +121,11 @@ class Publisher(NodeOwner):
             service_away=self._service_away,
         )
 
-    async def _service_away(self) -> bool:
-        """Whether the component is missing (its server answered for it)."""
+    async def _service_away(self, service: str | None = None) -> bool:
+        """Whether the component (*service*: a shard) is missing (its server answered)."""
         try:
-            await (await self._link_up()).ping_service()
+            link = await self._link_up()
+            await (link if service is None else link.via(service)).ping_service()
         except StanzaError:
             return True
         return False
@@ -266,7 +267,7 @@ class Publisher(NodeOwner):
                     raise ConnectionLost("reconnecting")
                 return link.stream.request(service, body)[1]
 
-            return await window.submit(send, convert)
+            return await window.submit(send, convert, lambda: self._service_away(service))
 
         async def stream() -> QueueStream:
             return (await self._link_up()).stream

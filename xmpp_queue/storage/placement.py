@@ -22,6 +22,7 @@ for a moment; the directory asks for every node request it redirects.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -74,6 +75,9 @@ class PlacementTable:
         self._conn: asyncpg.Connection | None = None
         self._cache: dict[str, tuple[float, str | None]] = {}
         self.cache_seconds = cache_seconds
+        # One connection carries one query at a time; the directory and a process's
+        # shard terms ask concurrently.
+        self._busy = asyncio.Lock()
 
     async def _connection(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
@@ -84,8 +88,9 @@ class PlacementTable:
         """One read, tried again once on a new connection (a read is safe to repeat)."""
         for attempt in (1, 2):
             try:
-                conn = await self._connection()
-                return list(await conn.fetch(query, *args))
+                async with self._busy:
+                    conn = await self._connection()
+                    return list(await conn.fetch(query, *args))
             except DATABASE_ERRORS:
                 self._drop()
                 if attempt == 2:
@@ -114,10 +119,11 @@ class PlacementTable:
         """Place *node_id* on *shard* unless it is placed already; the shard it is on."""
         for attempt in (1, 2):
             try:
-                conn = await self._connection()
-                async with conn.transaction():
-                    await conn.execute(_CLAIM, node_id, shard)
-                    owner = await conn.fetchval(_OWNER, node_id)
+                async with self._busy:
+                    conn = await self._connection()
+                    async with conn.transaction():
+                        await conn.execute(_CLAIM, node_id, shard)
+                        owner = await conn.fetchval(_OWNER, node_id)
                 break
             except DATABASE_ERRORS:
                 self._drop()
