@@ -61,7 +61,7 @@ class ShardMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock = FakeClock()
         self.ids = itertools.count(1)
-        self.run(self._empty())
+        self.run(empty_pg(self.url))  # placements too
         self.table = PlacementTable(self.url, cache_seconds=0)
         self.stores: list[StateStore] = [
             self.run(open_shard_store(self.url, None, s)) for s in SHARDS
@@ -70,15 +70,6 @@ class ShardMachine(RuleBasedStateMachine):
 
     def run(self, coroutine: Awaitable[Any]) -> Any:
         return self.loop.run_until_complete(coroutine)
-
-    async def _empty(self) -> None:
-        await empty_pg(self.url)
-        engine = make_engine(self.url)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text("DELETE FROM node_placement"))
-        finally:
-            await engine.dispose()
 
     def _service(self, store: StateStore) -> PubSubService:
         service = PubSubService(
