@@ -40,13 +40,9 @@ from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage import repositories, state
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_sqlite import SqliteBackend
-from xmpp_queue.storage.state import (
-    COLD,
-    EMPTY_HEADERS,
-    MemoryState,
-    NodeState,
-    stored_item,
-)
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, stored_item
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.store import StateStore
 
 from .samples import T0, at, item, node, sub

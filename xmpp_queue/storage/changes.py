@@ -38,7 +38,8 @@ from datetime import datetime
 
 from xmpp_queue.core.ledger import FINISHED, LedgerEvent
 from xmpp_queue.core.model import Affiliation, Item, Node, Snapshot, Subscription
-from xmpp_queue.storage.state import MemoryState, NodeState
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 
 ItemKey = tuple[str, str]  # (node_id, item_id)
 SubKey = tuple[str, str]  # (node_id, subid)

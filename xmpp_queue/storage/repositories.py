@@ -38,11 +38,9 @@ from xmpp_queue.core.model import (
 from xmpp_queue.core.paging import is_backward, is_unpaged, page_bounds, trim_to_bytes
 from xmpp_queue.core.ports import QueueStats
 from xmpp_queue.storage.changes import ChangeSet
-from xmpp_queue.storage.state import (
+from xmpp_queue.storage.item_values import (
     COLD,
     PREFETCH,
-    MemoryState,
-    NodeState,
     frozen_headers,
     stored_item,
     utc,
@@ -53,6 +51,8 @@ from xmpp_queue.storage.state import (
     with_payload_value,
     without_lock,
 )
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 
 
 def _node_state(state: MemoryState, node_id: str) -> NodeState:
