@@ -16,7 +16,7 @@ from typing import Any
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item, Subscription
 from xmpp_queue.storage import codec
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS
 from xmpp_queue.storage.sql_statements import Statements
 
