@@ -46,6 +46,7 @@ async def serve_term(
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.push.policy import PushPolicy
     from xmpp_queue.push.registry import PushSubscriptions
+    from xmpp_queue.runtime.held_notices import HeldNotices
     from xmpp_queue.runtime.outbox import Outbox
     from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
     from xmpp_queue.runtime.scheduler import DeadlineScheduler
@@ -98,6 +99,9 @@ async def serve_term(
         outbox.set_default(component)
         # The timer starts (catching up on time spent down) once notices can be sent.
         component.add_event_handler("session_start", deadlines.connected)
+        # Whenever the stream comes up, held items are announced to their holders again
+        # (a notice committed just before a crash may never have left).
+        component.add_event_handler("session_start", HeldNotices(service, outbox).connected)
 
         # Admin commands change state too (purge, unlock ...): their notifications
         # go out through the outbox, like every other outcome.
