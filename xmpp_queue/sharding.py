@@ -14,7 +14,7 @@ runs the same config:
   processes starting together spread out), and a process with no room is busy,
   not a standby. A shard whose process dies or hangs is taken by a process with
   room: the pool of standbys covers every shard, not one;
-- **a shard's term** is the one-component term of ``app.py`` with the shard's
+- **a shard's term** is the one-component term of ``app/term.py`` with the shard's
   domain, a store of only its nodes (``storage/shard_backend.py``) and a
   placement guard that redirects requests for other shards' nodes
   (``xmpp/redirect.py``). The HTTP listener (``[http]``) is started by a shard
@@ -34,7 +34,10 @@ import hashlib
 import logging
 from typing import Any
 
-from xmpp_queue import app
+from xmpp_queue.app.core_inputs import service_settings
+from xmpp_queue.app.ending import serve
+from xmpp_queue.app.run import signals_set
+from xmpp_queue.app.term import serve_term
 from xmpp_queue.config import Settings
 
 log = logging.getLogger("xmpp_queue.sharding")
@@ -53,7 +56,7 @@ def shard_settings(settings: Settings, domain: str) -> Settings:
 
 @dataclasses.dataclass
 class ShardTerm:
-    """What a shard's term adds to ``app._serve_term`` (``app.ShardTerm``)."""
+    """What a shard's term adds to ``app.term.serve_term`` (``app.term.ShardTerm``)."""
 
     url: str
     domain: str
@@ -90,7 +93,7 @@ async def run_sharded(settings: Settings) -> int:
         log.error("event=shards_need_postgresql hint='[shards] needs one shared PostgreSQL'")
         return 1
     stop = asyncio.Event()
-    with app._signals_set(stop):
+    with signals_set(stop):
         directory = asyncio.ensure_future(_directory_loop(settings, stop))
         pool = asyncio.ensure_future(_shard_pool(settings, stop))
         await asyncio.wait({directory, pool}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,7 +114,7 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
     assert shards is not None
     lease = PostgresLease(settings.database.url, comp.jid, ttl=settings.database.lease_seconds)
     placements = PlacementTable(settings.database.url)
-    core = app.service_settings(settings)
+    core = service_settings(settings)
     try:
         while not stop.is_set():
             if await lease.acquire(stop) is None:
@@ -124,9 +127,7 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
             log.info("event=starting role=directory component=%s token=%s", comp.jid, lease.token)
             server = f"{comp.server_host}:{comp.server_port}"
             try:
-                status = await app._serve(
-                    component, stop, HandshakeRejected, comp.jid, server, keeper
-                )
+                status = await serve(component, stop, HandshakeRejected, comp.jid, server, keeper)
             finally:
                 keeper.cancel()
             if status is not None:
@@ -180,7 +181,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 log.info("event=lease_acquired name=%s holder=%s token=%d", domain, holder, token)
                 term = ShardTerm(url, domain, placements)
                 terms[domain] = asyncio.ensure_future(
-                    app._serve_term(shard_settings(settings, domain), stop, lease, term)
+                    serve_term(shard_settings(settings, domain), stop, lease, term)
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), leases[order[0]].poll)

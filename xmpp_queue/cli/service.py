@@ -73,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from xmpp_queue.sharding import run_sharded
 
         return int(asyncio.run(run_sharded(settings)))
-    from xmpp_queue.app import run_service
+    from xmpp_queue.app.run import run_service
 
     return int(asyncio.run(run_service(settings)))
 

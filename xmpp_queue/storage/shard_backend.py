@@ -33,7 +33,7 @@ from sqlalchemy import bindparam, select
 
 from xmpp_queue.storage import schema
 from xmpp_queue.storage.backend_postgres import PostgresBackend
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import Fence
 from xmpp_queue.storage.load import (
     AFFILIATION_FIELDS,
