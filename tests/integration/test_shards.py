@@ -142,12 +142,30 @@ async def test_placement_directory_and_redirects_the_client_follows(
         f'password = "{accounts.password}"\n'
         f'server = "{xmpp_server.host}:{xmpp_server.c2s_port}"\nplain = true\n'
     )
-    for node in nodes:
+    made = unique("ops")
+    created = await asyncio.to_thread(
+        xmpp_queue_cli, "admin", "-c", str(admin), "create-node", made
+    )
+    assert created.returncode == 0, created.stdout + created.stderr
+    for node in (*nodes, made):
         shown = await asyncio.to_thread(
             xmpp_queue_cli, "admin", "-c", str(admin), "--json", "details", node
         )
         assert shown.returncode == 0, shown.stdout + shown.stderr
         assert node in shown.stdout
+    listed = await asyncio.to_thread(xmpp_queue_cli, "admin", "-c", str(admin), "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    for shard in SHARD_JIDS:
+        assert f"== {shard}" in listed.stdout
+    for node in (*nodes, made):
+        assert node in listed.stdout, listed.stdout
+    link = await PubSubLink.connect(account(xmpp_server, accounts, "alice"))
+    try:  # the admin's node is where the directory placed it
+        with pytest.raises(StanzaError) as refused:
+            await link.call(get_items(made), "get")
+        assert refused.value.text == node_uri(pick_shard(made, SHARD_JIDS), made)
+    finally:
+        await link.close()
 
     status = xmpp_queue_cli("status", "-c", str(sharded.base.config_path))
     assert status.returncode == 0, status.stdout + status.stderr
