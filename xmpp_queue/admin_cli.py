@@ -20,6 +20,7 @@ One sub-command per command the service offers (``ADMIN_COMMANDS`` in
     xmpp-queue admin -j ops@example.org purge jobs --yes
     xmpp-queue admin -j ops@example.org delete-node jobs --yes
     xmpp-queue admin -j ops@example.org status
+    xmpp-queue admin -c config.toml move-node jobs p2.queue.example.org   # sharded
     xmpp-queue admin -c config.toml consumers jobs
     xmpp-queue admin -c config.toml peek jobs --max 50 --after 42
     xmpp-queue admin -c config.toml publish jobs --data '{"n": 1}' --attribute tenant=acme
@@ -91,6 +92,7 @@ SUBCOMMANDS = {
     "create-node": "create-node",
     "delete-node": "delete-node",
     "status": "status",
+    "move-node": "move-node",
     **ITEM_SUBCOMMANDS,
     **REPLAY_SUBCOMMANDS,
     **PUSH_SUBCOMMANDS,
@@ -163,6 +165,8 @@ def plan(args: argparse.Namespace) -> tuple[str, list[dict[str, str | list[str]]
         return node, [form]
     if action in ("purge", "delete-node"):
         return node, [{"node": _node(args)}, {"confirm": _confirmed(args)}]
+    if action == "move-node":
+        return node, [{"node": _node(args), "shard": args.shard}]
     raise UsageError(f"unknown command {action}")
 
 
@@ -209,6 +213,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = command(name, f"{what} (asks for --yes)", "the node")
         p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     command("status", "version, uptime, database and counts")
+    move = command(
+        "move-node", "move a node (with its dead-letter node ...) to another shard", "the node"
+    )
+    move.add_argument("shard", metavar="SHARD", help="the shard that serves it from now on")
     add_item_commands(command)
     add_replay_commands(command)
     add_push_commands(command)

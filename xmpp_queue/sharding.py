@@ -61,13 +61,14 @@ class ShardTerm:
     url: str
     domain: str
     placements: Any  # storage.placement.PlacementTable
+    shards: tuple[str, ...] = ()  # every shard of [shards] (the targets of a move)
 
     async def open_store(self, fence: Any) -> Any:
         from xmpp_queue.storage.shard_backend import open_shard_store
 
         return await open_shard_store(self.url, fence, self.domain)
 
-    def guard(self, store: Any) -> Any:
+    def guard(self, store: Any, mover: Any) -> Any:
         from xmpp_queue.xmpp.redirect import PlacementGuard
 
         return PlacementGuard(
@@ -75,7 +76,13 @@ class ShardTerm:
             lambda node: node in store.state.nodes,
             self.placements.owner,
             self.placements.claim,
+            mover.adopt,
         )
+
+    def mover(self, store: Any, service: Any, send_effects: Any) -> Any:
+        from xmpp_queue.sharding_moves import ShardMover
+
+        return ShardMover(self.domain, self.shards, store, self.placements, service, send_effects)
 
 
 def trial_order(domains: tuple[str, ...], holder: str) -> list[str]:
@@ -179,7 +186,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 if token is None:
                     continue
                 log.info("event=lease_acquired name=%s holder=%s token=%d", domain, holder, token)
-                term = ShardTerm(url, domain, placements)
+                term = ShardTerm(url, domain, placements, shards.domains)
                 terms[domain] = asyncio.ensure_future(
                     serve_term(shard_settings(settings, domain), stop, lease, term)
                 )

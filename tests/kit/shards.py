@@ -15,6 +15,7 @@ import dataclasses
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.kit.integration import (
     SHARD_JIDS,
@@ -106,3 +107,45 @@ class ShardedCluster:
 
     async def stop(self) -> None:
         await asyncio.gather(*(p.astop() for p in self.procs))
+
+
+def admin_config(cluster: ShardedCluster, server: XmppServer, accounts: Any) -> Path:
+    """A copy of the cluster's config with an ``[admin]`` login (the admin CLI's -c)."""
+    config = cluster.base.config_path
+    admin = config.with_name("admin.toml")
+    admin.write_text(
+        config.read_text() + f'\n[admin]\njid = "{accounts.admin_jid}"\n'
+        f'password = "{accounts.password}"\n'
+        f'server = "{server.host}:{server.c2s_port}"\nplain = true\n'
+    )
+    return admin
+
+
+async def placement_rows(url: str) -> dict[str, tuple[str, int]]:
+    """node -> (shard, epoch) as ``node_placement`` holds them now."""
+    import asyncpg
+
+    from xmpp_queue.storage.lease import asyncpg_dsn
+
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        rows = await conn.fetch("SELECT node_id, shard, epoch FROM node_placement")
+    finally:
+        await conn.close()
+    return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
+
+
+async def ledger_of(url: str, node: str) -> list[tuple[str, str]]:
+    """(kind, item id) of every ledger event of *node*, in order."""
+    import asyncpg
+
+    from xmpp_queue.storage.lease import asyncpg_dsn
+
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        rows = await conn.fetch(
+            "SELECT kind, item_id FROM queue_events WHERE node = $1 ORDER BY id", node
+        )
+    finally:
+        await conn.close()
+    return [(str(r[0]), str(r[1])) for r in rows]

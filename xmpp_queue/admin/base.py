@@ -51,6 +51,7 @@ class AdminContext:
     read_payload: PayloadReader | None = None
     push: Any = None  # push/registry.py's PushSubscriptions (admin/push_levers.py)
     admins: frozenset[str] = frozenset()  # bare JIDs: they act as SYSTEM
+    shards: Any = None  # a shard's mover (sharding_moves.py): admin/shard_levers.py
 
     def is_admin(self, s: CommandSession) -> bool:
         return s.requester.bare in self.admins

@@ -71,6 +71,7 @@ from xmpp_queue.admin.replay_levers import (
     SeekQueue,
     TakeSnapshot,
 )
+from xmpp_queue.admin.shard_levers import MoveNode
 from xmpp_queue.admin.views import QueueDetailsCommand, QueueOverview, ServiceStatusCommand
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.model import Actor
@@ -104,6 +105,7 @@ ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
     PushRemove,
     CreateNode,
     DeleteNode,
+    MoveNode,
     ServiceStatusCommand,
 )
 """Every admin command, in the order the command list shows them."""
@@ -125,6 +127,7 @@ def register_admin_commands(
     on_redrive: RedriveObserver | None = None,
     read_payload: PayloadReader | None = None,
     push: Any = None,
+    shards: Any = None,
 ) -> None:
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
@@ -135,6 +138,8 @@ def register_admin_commands(
     *on_redrive* is told (queue node, items moved) after each redrive (metrics).
     *read_payload* checks and canonicalises the payload "Publish an item" is given.
     *push* is the push subscriptions' registry (None: the push commands say so).
+    *shards* is a shard's mover (``sharding_moves.py``; None: not sharded, "Move
+    node" says so).
     """
     AdminCommandSet(
         component,
@@ -146,6 +151,7 @@ def register_admin_commands(
         on_redrive=on_redrive,
         read_payload=read_payload,
         push=push,
+        shards=shards,
     ).install()
 
 
@@ -165,6 +171,7 @@ class AdminCommandSet:
         on_redrive: RedriveObserver | None = None,
         read_payload: PayloadReader | None = None,
         push: Any = None,
+        shards: Any = None,
     ) -> None:
         self.component = component
         self.service = service
@@ -173,7 +180,9 @@ class AdminCommandSet:
         self._send_effects: EffectSender = send_effects or _component_sender(component)
         self.session_ttl = session_ttl
         self._monotonic = monotonic
-        context = AdminContext(service, database_url, on_redrive, read_payload, push, self.admins)
+        context = AdminContext(
+            service, database_url, on_redrive, read_payload, push, self.admins, shards
+        )
         self.commands = {c.node: c(context) for c in ADMIN_COMMANDS}
 
     @property

@@ -44,7 +44,9 @@ class ShardTerm(Protocol):
 
     async def open_store(self, fence: Any) -> Any: ...
 
-    def guard(self, store: Any) -> Any: ...
+    def guard(self, store: Any, mover: Any) -> Any: ...
+
+    def mover(self, store: Any, service: Any, send_effects: Any) -> Any: ...
 
 
 async def serve_term(
@@ -91,6 +93,8 @@ async def serve_term(
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
+    mover: Any = None  # a shard's moves (sharding_moves.py)
+    watching: asyncio.Future[None] | None = None
     # Every effect leaves through the outbox; the component is its (XMPP) sink.
     outbox = Outbox()
     deadlines = DeadlineScheduler(service, outbox, service.clock)
@@ -114,7 +118,9 @@ async def serve_term(
         )
         outbox.set_default(component)
         if shard is not None:
-            component.requests.guard = shard.guard(state_store)
+            mover = shard.mover(state_store, service, outbox.send)
+            component.requests.guard = shard.guard(state_store, mover)
+            watching = asyncio.ensure_future(mover.watch(stop))
         # The timer starts (catching up on time spent down) once notices can be sent.
         component.add_event_handler("session_start", deadlines.connected)
         # Whenever the stream comes up, held items are announced to their holders again
@@ -132,6 +138,7 @@ async def serve_term(
             on_redrive=metrics.redrive_done if metrics is not None else None,
             read_payload=canonical_payload_text,
             push=pushes,
+            shards=mover,
         )
         if observed is not None:
             try:
@@ -167,6 +174,8 @@ async def serve_term(
     finally:
         if keeper is not None:
             keeper.cancel()
+        if watching is not None:
+            watching.cancel()
         await deadlines.stop()
         await pushes.close()  # POSTs in flight end; their items return at their lock timeout
         if ops is not None:

@@ -42,6 +42,8 @@ class PubSubLink:
         self.timeout = timeout
         self.on_events: EventsCallback | None = None
         self.on_closed: Callable[[], None] | None = None
+        # Events from a JID other than the service: True if taken (a moved node).
+        self.on_stranger: Callable[[ET.Element], bool] | None = None
         stream.on_pubsub_event = self._on_message
         stream.on_closed = self._on_closed
 
@@ -95,6 +97,8 @@ class PubSubLink:
 
     def _on_message(self, message: ET.Element) -> None:
         if message.get("from") != self.service:
+            if self.on_stranger is not None and self.on_stranger(message):
+                return  # perhaps our node's new shard: the owner checks (Worker)
             log.warning("event=spoofed_event from=%s", message.get("from"))
             return
         events = wire.parse_event(message)

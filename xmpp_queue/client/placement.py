@@ -91,6 +91,12 @@ class Placements:
             asking.add_done_callback(lambda _: self._asking.pop(node, None))
         return await asyncio.shield(asking)
 
+    async def recheck(self, stream: Caller, node: str) -> str:
+        """Ask the public service again where *node* lives (the remembered answer is
+        in doubt: another service sent us events of it)."""
+        self._where.pop(node, None)
+        return await self.resolve(stream, node)
+
     async def _ask(self, stream: Caller, node: str) -> str:
         self.lookups += 1
         try:

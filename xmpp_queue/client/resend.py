@@ -14,6 +14,8 @@ answers it, with its own answer:
   one hears). ``forbidden`` is also what ejabberd answers for a component that
   is not connected: it is believed only once the service answers a ping and
   says it again;
+- a redirect (the node moved to another shard, docs/scaling.md): the worker
+  points its link at the new shard and the request is sent there;
 - a transient error (the XMPP server answering for a missing component with
   ``remote-server-timeout`` / ``service-unavailable`` / ``recipient-unavailable``,
   the component's ``internal-server-error`` while its database is away) or no
@@ -85,6 +87,13 @@ class ServiceWatch:
         self._check: asyncio.Task[bool] | None = None
         self._since = 0.0
         self.on_back: Callable[[PubSubLink], None] | None = None
+        # A redirect (the node moved to another shard): re-points the session's link
+        # and says whether the request should be sent again (the Worker sets it).
+        self.on_moved: Callable[[StanzaError], bool] | None = None
+
+    def moved(self, error: StanzaError) -> bool:
+        """True when *error* is a redirect the session now follows: send again."""
+        return error.condition == "redirect" and self.on_moved is not None and self.on_moved(error)
 
     @property
     def away(self) -> bool:
@@ -259,6 +268,8 @@ def _settled(
         if transient(exc):
             watch.lost(str(exc))
             resend = True
+        elif isinstance(exc, StanzaError) and watch.moved(exc):
+            resend = True  # the node moved: the link points at its new shard now
         elif isinstance(exc, StanzaError) and exc.condition in AMBIGUOUS:
             raise _Ambiguous(exc)
         elif isinstance(exc, StanzaError):

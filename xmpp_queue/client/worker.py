@@ -59,6 +59,7 @@ from xmpp_queue.client.placement import Placements, point_and_follow
 from xmpp_queue.client.resend import SessionOps
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.wire import Event, ItemEvent, SubscriptionResult, UnlockEvent
+from xmpp_queue.client.worker_moves import NodeMoves
 from xmpp_queue.client.worker_process import default_resource, stop_signals
 
 log = logging.getLogger("xmpp_queue.client")
@@ -138,6 +139,7 @@ class Worker:
         self.service_jid = account.service
         self.node = node
         self.placements = Placements(account.service, self.account.reply_timeout)
+        self._moves = NodeMoves(self)  # the node moved to another shard (worker_moves.py)
         self._executor: ThreadPoolExecutor | None = None
         if isinstance(handler, InThread):  # one thread per held item, none shared
             self._executor = ThreadPoolExecutor(
@@ -206,6 +208,7 @@ class Worker:
         # The component may have restarted: tell it again that we are here (presence
         # ties our locks to this stream, and a new process has not heard it).
         session.watch.on_back = lambda link: link.send_presence()
+        session.watch.on_moved = self._moves.on_redirect
         ops: QueueOps = SessionOps(session)
         if self.max_batch > 1:
             ops = BatchingOps(SessionOps(session), self.max_batch)
@@ -227,7 +230,7 @@ class Worker:
             self._extender = asyncio.ensure_future(self._runner.extend_forever())
 
     def _attach(self, link: PubSubLink) -> None:
-        link.on_events = self._on_events
+        link.on_events, link.on_stranger = self._on_events, self._moves.on_stranger
         link.service = self.service_jid = self.placements.service_for(self.node)
 
     async def _subscribe(self, link: PubSubLink) -> None:

@@ -31,10 +31,11 @@ from typing import Any
 import asyncpg
 from sqlalchemy import bindparam, select
 
+from xmpp_queue.core.errors import NotActive
 from xmpp_queue.storage import schema
 from xmpp_queue.storage.backend_postgres import PostgresBackend
 from xmpp_queue.storage.flush import Flush
-from xmpp_queue.storage.lease import Fence
+from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import (
     AFFILIATION_FIELDS,
     ITEM_FIELDS,
@@ -118,6 +119,15 @@ ON CONFLICT (node_id) DO NOTHING
 # Fails (division by zero) when the node is placed on another shard.
 PLACED_HERE = "SELECT 1 / (shard = $2)::int FROM node_placement WHERE node_id = $1"
 UNPLACE = "DELETE FROM node_placement WHERE node_id = $1 AND shard = $2"
+# A move (docs/scaling.md): the family of $1 (the node, and every node named "$1/..."),
+# placed on this shard ($2), is placed on $3 with its epoch counted up.
+MOVE_FAMILY = """
+UPDATE node_placement SET shard = $3, epoch = epoch + 1, placed_at = now()
+ WHERE (node_id = $1 OR left(node_id, length($1) + 1) = $1 || '/') AND shard = $2
+RETURNING node_id
+"""
+# Nodes moved onto this shard (a node placed by its first claim has epoch 1).
+MOVED_HERE = "SELECT node_id FROM node_placement WHERE shard = $1 AND epoch > 1"
 
 
 class NodeOnAnotherShard(Exception):
@@ -184,6 +194,32 @@ class ShardBackend(PostgresBackend):
         """Never move the shared sequences (they are past our block already)."""
         if flush.max_seq > self._seq_end or flush.max_sub_id > self._sub_id_end:
             raise RuntimeError(f"shard {self.shard} used up its id block; restart the term")
+
+    async def move_family(self, family: str, to_shard: str) -> list[str]:
+        """Place *family* (a node and its ``family/...`` nodes) on *to_shard*, in one
+        commit fenced by this shard's lease; the node ids moved. The caller holds the
+        store still (``StateStore.reloaded_after``): no commit of these nodes runs."""
+        async with self._busy:
+            try:
+                conn = await self._connection()
+                async with conn.transaction():
+                    if self.fence is not None:
+                        ours = await conn.fetchval(
+                            FENCE_CHECK + " RETURNING 1", self.fence.name, self.fence.token
+                        )
+                        if ours is None:
+                            raise NotActive(f"lease {self.fence.name} is no longer ours")
+                    rows = await conn.fetch(MOVE_FAMILY, family, self.shard, to_shard)
+            except NotActive:
+                raise
+            except Exception as exc:
+                raise self._lost(exc) from exc
+        return [str(r[0]) for r in rows]
+
+    async def moved_here(self) -> set[str]:
+        """Nodes moved onto this shard (loaded or not): the new shard's poll."""
+        rows = await self._read(lambda conn: conn.fetch(MOVED_HERE, self.shard))
+        return {str(r[0]) for r in rows}
 
     def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
         placed = [(n.node_id, self.shard) for n in flush.node_upserts]

@@ -60,9 +60,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from xmpp_queue.core.ledger import FINISHED
 from xmpp_queue.core.ports import (
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from xmpp_queue.storage.lease import Fence
 
 log = logging.getLogger("xmpp_queue.storage.store")
+T = TypeVar("T")
 
 __all__ = ["StateStore", "StateTransaction"]
 
@@ -247,6 +248,24 @@ class StateStore:
                 ns = nodes.get(event.node)
                 if ns is not None and ns.node.config.queue_dedup_window > 0:
                     state.note_finished(ns, event.item_id, event.at)
+
+    async def reloaded_after(self, action: Callable[[], Awaitable[T]]) -> T:
+        """Run *action* (a write that changes which rows are this store's, such as a
+        shard's placement move) while no transaction runs, then load memory from the
+        database again, whatever *action* did (a failed reload is retried at the
+        next transaction). Costs a full load: meant for rare events (moves)."""
+        async with self._lock:
+            if self._writing is not None:
+                try:
+                    await self._writing
+                except BaseException:
+                    pass
+                self._writing = None
+            try:
+                return await action()
+            finally:
+                self._reload = True
+                await self._reload_state()
 
     async def _reload_state(self) -> None:
         if self._writing is not None:

@@ -87,11 +87,21 @@ class PlacementGuard:
     else goes on to the service (which answers item-not-found).
     """
 
-    def __init__(self, shard: str, holds: Callable[[str], bool], owner: Owner, claim: Claim):
+    def __init__(
+        self,
+        shard: str,
+        holds: Callable[[str], bool],
+        owner: Owner,
+        claim: Claim,
+        adopt: Callable[[], Awaitable[object]] | None = None,
+    ):
         self.shard = shard
         self.holds = holds
         self.owner = owner
         self.claim = claim
+        # A node placed here but not held was moved here (docs/scaling.md): load it
+        # before the request runs, rather than wait for the shard's poll.
+        self.adopt = adopt
 
     async def check(self, verb: str, node: str | None) -> None:
         """Raise :class:`NodeElsewhere` when *node* belongs to another shard."""
@@ -104,5 +114,8 @@ class PlacementGuard:
             if found is None:
                 return
             where = found
+            if where == self.shard and self.adopt is not None:
+                await self.adopt()
+                return
         if where != self.shard:
             raise NodeElsewhere(node, where)

@@ -92,12 +92,34 @@ class RequestRouter:
             await self.send_answer(redirect_reply(xml, where), ())
             return
         except Exception as exc:  # every failure gets a mapped reply
+            if await self._moved_meanwhile(verb, xml):
+                return
             error = errors.reply_for_exception(request.stanza, exc, verb)
             # A change the core committed still has its notices to send.
             effects = answer.effects if isinstance(exc, errors.AnswerTooBig) else ()
             await self.send_answer(error, effects)
             return
         await self.send_answer(reply, answer.effects)
+
+    async def _moved_meanwhile(self, verb: str, xml: ET.Element) -> bool:
+        """A request that passed the guard and then failed because its node left this
+        shard while it waited (a move, docs/scaling.md): answered with the redirect to
+        the node's new shard, so the client sends it there. True if it was."""
+        guard = self.guard
+        if guard is None or verb in ("", "create"):
+            return False
+        try:
+            _, element, _ = locate(xml)
+            node = element.get("node")
+            if not node or guard.holds(node):
+                return False
+            await guard.check(verb, node)
+        except NodeElsewhere as where:
+            await self.send_answer(redirect_reply(xml, where), ())
+            return True
+        except Exception:  # the placement is unreadable: the original error stands
+            return False
+        return False
 
     async def refuse_too_deep(self, xml: ET.Element) -> None:
         """A stanza nested deeper than ``requests.MAX_DEPTH``: an IQ request gets
