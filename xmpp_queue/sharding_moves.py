@@ -61,6 +61,10 @@ class ShardMover:
 
     def __post_init__(self) -> None:
         self._adopting = asyncio.Lock()
+        # (node, epoch) placements already loaded for: a placement with no node
+        # behind it (a name claimed, then moved, never created) loads nothing, and
+        # must not cost a reload at every poll.
+        self._tried: set[tuple[str, int]] = set()
 
     def targets(self) -> list[str]:
         """The shards a node of this one may move to."""
@@ -94,9 +98,13 @@ class ShardMover:
         """Load the nodes moved onto this shard that memory lacks; the ids taken in."""
         async with self._adopting:
             placed = await self.store.backend.moved_here()
-            missing = sorted(placed - set(self.store.state.nodes))
+            held = self.store.state.nodes
+            missing = sorted(
+                n for n, epoch in placed.items() if n not in held and (n, epoch) not in self._tried
+            )
             if not missing:
                 return []
+            self._tried.update((n, placed[n]) for n in missing)
 
             async def nothing() -> None:
                 return None

@@ -3,9 +3,9 @@
 A Hypothesis state machine runs the real service on three shard stores sharing one
 database (as three processes would), with the directory's claims in between:
 creates (on the right shard, on a wrong one, on a name the directory placed
-elsewhere, instant nodes placed by their commit alone), publishes, deletes and
-restarts of a shard (a new term: its store is loaded again and takes a new id
-block). After every step:
+elsewhere, instant nodes placed by their commit alone), publishes, deletes,
+moves of a node's family to another shard (which adopts it) and restarts of a
+shard (a new term: its store is loaded again and takes a new id block). After every step:
 
 - no node is in two shards' memories, and each node a shard holds is placed on it
   in ``node_placement``;
@@ -35,6 +35,7 @@ from xmpp_queue.core.model import Actor
 from xmpp_queue.core.placement import pick_shard
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.sharding_moves import MoveRefused, ShardMover
 from xmpp_queue.storage.engine import make_engine
 from xmpp_queue.storage.placement import PlacementTable
 from xmpp_queue.storage.shard_backend import open_shard_store
@@ -141,6 +142,34 @@ class ShardMachine(RuleBasedStateMachine):
         self.services[shard] = self._service(self.stores[shard])
         after = {n: set(ns.items) for n, ns in self.stores[shard].state.nodes.items()}
         assert after == before
+
+    @rule(name=st.sampled_from(NAMES), shard=st.integers(0, 2), to=st.integers(0, 2))
+    def move(self, name: str, shard: int, to: int) -> None:
+        """An admin moves a node's family to another shard, which adopts it (its
+        poll): the family's nodes and items go over whole; a move of a node the
+        shard does not hold, or to itself, is refused and changes nothing."""
+        family = {n for n in self.holds(shard) if n == name or n.startswith(name + "/")}
+        before = {n: set(self.stores[shard].state.nodes[n].items) for n in family}
+        try:
+            moved = self.run(self.mover(shard).move(name, SHARDS[to]))
+        except MoveRefused:
+            assert shard == to or name not in self.holds(shard)
+            return
+        assert family <= set(moved)
+        assert not family & self.holds(shard)
+        self.run(self.mover(to).adopt())
+        after = {n: set(self.stores[to].state.nodes[n].items) for n in family}
+        assert after == before
+
+    def mover(self, shard: int) -> ShardMover:
+        return ShardMover(
+            SHARDS[shard],
+            SHARDS,
+            self.stores[shard],
+            self.table,
+            self.services[shard],
+            lambda effects: None,
+        )
 
     # --- invariants -----------------------------------------------------------------
 

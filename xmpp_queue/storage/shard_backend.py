@@ -127,7 +127,7 @@ UPDATE node_placement SET shard = $3, epoch = epoch + 1, placed_at = now()
 RETURNING node_id
 """
 # Nodes moved onto this shard (a node placed by its first claim has epoch 1).
-MOVED_HERE = "SELECT node_id FROM node_placement WHERE shard = $1 AND epoch > 1"
+MOVED_HERE = "SELECT node_id, epoch FROM node_placement WHERE shard = $1 AND epoch > 1"
 
 
 class NodeOnAnotherShard(Exception):
@@ -216,10 +216,11 @@ class ShardBackend(PostgresBackend):
                 raise self._lost(exc) from exc
         return [str(r[0]) for r in rows]
 
-    async def moved_here(self) -> set[str]:
-        """Nodes moved onto this shard (loaded or not): the new shard's poll."""
+    async def moved_here(self) -> dict[str, int]:
+        """Nodes moved onto this shard (loaded or not), with their epochs: the new
+        shard's poll."""
         rows = await self._read(lambda conn: conn.fetch(MOVED_HERE, self.shard))
-        return {str(r[0]) for r in rows}
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
         placed = [(n.node_id, self.shard) for n in flush.node_upserts]
