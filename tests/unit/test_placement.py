@@ -79,6 +79,8 @@ class Directory:
         self.calls.append((to, node))
         if node in self.homes:
             raise redirect_error(node_uri(self.homes[node], node))
+        if node.startswith("missing"):
+            raise StanzaError("item-not-found", f"no node {node}")
         return ET.Element("iq")
 
 
@@ -91,6 +93,12 @@ async def test_the_client_asks_once_per_node_and_shares_the_question() -> None:
     assert await places.resolve(stream, "plain") == PUBLIC  # answered by the service itself
     assert stream.calls == [(PUBLIC, "jobs"), (PUBLIC, "plain")]
     assert places.lookups == 2
+    # A node that does not exist (yet) is sent to the public name and not remembered:
+    # once it is created on a shard, the next request asks again.
+    assert await places.resolve(stream, "missing") == PUBLIC
+    assert places.known("missing") is None
+    stream.homes["missing"] = SHARDS[2]
+    assert await places.resolve(stream, "missing") == SHARDS[2]
 
 
 async def test_a_request_redirected_later_is_sent_again_to_the_new_shard() -> None:

@@ -102,7 +102,10 @@ class Placements:
                 return target[0]
             if exc.retryable:  # the service is away: ask again next time
                 raise
-        self.learn(node, self.public)  # it answered for the node itself
+            # No such node (yet): the request goes to the public name, which answers
+            # it; nothing is remembered, so a node created later is asked for again.
+            return self.public
+        self.learn(node, self.public)  # it answered for the node itself: not sharded
         return self.public
 
 
@@ -119,6 +122,8 @@ async def routed(
     """
     service = placements.known(node) or await placements.resolve(await stream(), node)
     first = await submit(service)
+    if placements.known(node) == placements.public:
+        return first  # the public name serves the node itself: nothing to follow
     outer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
     async def again(moved: str) -> None:
