@@ -39,7 +39,12 @@ class ShardedCluster:
 
     @classmethod
     def make(
-        cls, server: XmppServer, url: str, workdir: Path, per_process: int = 1
+        cls,
+        server: XmppServer,
+        url: str,
+        workdir: Path,
+        per_process: int = 1,
+        http: dict[str, str] | None = None,
     ) -> ShardedCluster:
         base = make_component(
             server,
@@ -48,6 +53,7 @@ class ShardedCluster:
             jid=SHARDED_JID,
             secret=SHARDS_SECRET,
             access={"queue_access_model": "open"},
+            http=http,
         )
         text = base.config_path.read_text().replace(
             f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
