@@ -93,6 +93,7 @@ async def run_sharded(settings: Settings) -> int:
     if is_sqlite(settings.database.url):
         log.error("event=shards_need_postgresql hint='[shards] needs one shared PostgreSQL'")
         return 1
+    _warm_up()
     stop = asyncio.Event()
     with signals_set(stop):
         directory = asyncio.ensure_future(_directory_loop(settings, stop))
@@ -101,6 +102,16 @@ async def run_sharded(settings: Settings) -> int:
         stop.set()  # one ended (a signal, or a fatal error): end the other too
         statuses = [await task for task in (directory, pool)]
     return max(statuses)
+
+
+def _warm_up() -> None:
+    """Import what a term needs before taking any lease: a term's first seconds are
+    inside its lease, and the imports of a cold process take a good part of one."""
+    import xmpp_queue.admin.commands
+    import xmpp_queue.push.registry
+    import xmpp_queue.storage.shard_backend
+    import xmpp_queue.xmpp.component
+    import xmpp_queue.xmpp.directory_component  # noqa: F401
 
 
 async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:

@@ -6,11 +6,13 @@ import asyncio
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from xmpp_queue.client import placement
 from xmpp_queue.client.errors import StanzaError
-from xmpp_queue.client.placement import Placements, redirect_target, routed
+from xmpp_queue.client.placement import Placements, on_node, redirect_target, routed
 from xmpp_queue.client.wire import parse_error
 from xmpp_queue.core.placement import family, node_uri, parse_node_uri, pick_shard
 
@@ -124,3 +126,45 @@ async def test_a_request_redirected_later_is_sent_again_to_the_new_shard() -> No
     assert places.known("jobs") == SHARDS[2]
     assert await (await routed(places, "jobs", current, submit)) == result
     assert sent[-1] == SHARDS[2] and places.lookups == 1
+
+
+class View:
+    """A link's view toward one service (``PubSubLink.via``)."""
+
+    def __init__(self, stream: Directory, service: str = PUBLIC) -> None:
+        self.stream = stream
+        self.service = service
+
+    def via(self, service: str) -> View:
+        return View(self.stream, service)
+
+
+async def test_a_node_verb_follows_the_redirect_and_waits_out_a_takeover(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(placement, "WAIT_RETRIES", (0.0, 0.0, 0.0))
+    places = Placements(PUBLIC)
+    answers = [
+        redirect_error(node_uri(SHARDS[1], "jobs")),  # the directory places it
+        StanzaError("remote-server-timeout", "Component unavailable", "wait"),  # taking over
+        StanzaError("remote-server-timeout", "Component unavailable", "wait"),
+    ]
+    seen: list[str] = []
+
+    async def create(at: View) -> bool:
+        seen.append(at.service)
+        if answers:
+            raise answers.pop(0)
+        return True
+
+    link = View(Directory({}))
+    assert await on_node(places, link, "jobs", create, ask_first=False) is True
+    assert seen == [PUBLIC, SHARDS[1], SHARDS[1], SHARDS[1]]
+    refused = StanzaError("forbidden", "no", "auth")
+
+    async def forbidden(at: View) -> bool:
+        raise refused
+
+    with pytest.raises(StanzaError) as caught:
+        await on_node(places, link, "jobs", forbidden)
+    assert caught.value is refused

@@ -191,12 +191,30 @@ async def on_node(
     else:
         service = placements.service_for(node)
     try:
-        return await action(link.via(service))  # type: ignore[arg-type]
+        return await _waiting(lambda: action(link.via(service)))  # type: ignore[arg-type]
     except StanzaError as exc:
         moved = placements.follow(exc, node)
         if moved is None or moved == service:
             raise
-        return await action(link.via(moved))  # type: ignore[arg-type]
+        return await _waiting(lambda: action(link.via(moved)))  # type: ignore[arg-type]
+
+
+WAIT_RETRIES = (0.25, 0.5, 1.0, 2.0, 2.0, 2.0)  # about 8 s: a shard's takeover, say
+
+
+async def _waiting(call: Callable[[], Awaitable[R]]) -> R:
+    """*call*, again after a pause while it fails with a ``wait`` error (RFC 6120: the
+    same request may succeed later; the XMPP server says so for a component that is
+    reconnecting, as a shard is for a moment when a standby takes it over)."""
+    for pause in WAIT_RETRIES:
+        try:
+            return await call()
+        except StanzaError as exc:
+            if not exc.retryable:
+                raise
+            log.info("event=request_retried condition=%s in=%.2fs", exc.condition, pause)
+        await asyncio.sleep(pause)
+    return await call()
 
 
 class Pointable(Protocol):
