@@ -166,5 +166,37 @@ async def test_a_node_verb_follows_the_redirect_and_waits_out_a_takeover(
         raise refused
 
     with pytest.raises(StanzaError) as caught:
-        await on_node(places, link, "jobs", forbidden)
+        await on_node(places, link, "jobs", forbidden)  # the shard answers: a refusal
     assert caught.value is refused
+
+
+class Pinged(View):
+    """A view whose service does not answer a ping while *down* is above zero."""
+
+    down = 1
+
+    def via(self, service: str) -> Pinged:
+        return Pinged(self.stream, service)
+
+    async def ping_service(self) -> None:
+        if Pinged.down > 0:
+            Pinged.down -= 1
+            raise StanzaError("forbidden", "Access denied by service policy", "auth")
+
+
+async def test_ejabberds_forbidden_for_a_missing_shard_is_waited_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(placement, "WAIT_RETRIES", (0.0, 0.0))
+    places = Placements(PUBLIC)
+    places.learn("jobs", SHARDS[0])
+    tries: list[str] = []
+
+    async def items(at: View) -> str:
+        tries.append(at.service)
+        if len(tries) == 1:  # ejabberd, while no process is connected for the shard
+            raise StanzaError("forbidden", "Access denied by service policy", "auth")
+        return "items"
+
+    assert await on_node(places, Pinged(Directory({})), "jobs", items) == "items"
+    assert tries == [SHARDS[0], SHARDS[0]]
