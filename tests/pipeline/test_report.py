@@ -92,6 +92,12 @@ def test_report_of_a_time_range_from_the_database(
     assert "most common attributes and reasons" in text
     assert str(first[("jobs", "failure")]) in text
     assert "tenant=" in text
+    assert "topics and their bound queues" in text  # issue 21: each bound queue shown
+    got_bound = {
+        (r["topic"], r["queue"]): (r["copied"], r["filtered"])
+        for r in spark.read.parquet(str(out / "bound_queues")).collect()
+    }
+    assert got_bound == ref.bound_queues(in_range)
 
 
 def _assert_valid_svgs(html: str) -> None:
