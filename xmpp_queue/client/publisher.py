@@ -34,7 +34,7 @@ from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
 from xmpp_queue.client.account import Account, login_and_rest
-from xmpp_queue.client.adhoc import ReplayCommands
+from xmpp_queue.client.adhoc import PushCommands, ReplayCommands
 from xmpp_queue.client.attributes import (
     Priority,
     PublishItem,
@@ -75,7 +75,7 @@ def queue_config(
 PUBLISHER_RECONNECT = ReconnectPolicy(give_up_after=60.0)
 
 
-class Publisher(ReplayCommands):
+class Publisher(ReplayCommands, PushCommands):
     """A c2s client that publishes items to one pubsub service."""
 
     def __init__(
