@@ -36,11 +36,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from xmpp_queue.config import Settings
 from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.observe import ObservedStore
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.settings import Settings
 
 if TYPE_CHECKING:
     from xmpp_queue.runtime.outbox import Outbox
@@ -190,12 +190,14 @@ async def _serve_term(
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.push.policy import PushPolicy
     from xmpp_queue.push.registry import PushSubscriptions
+    from xmpp_queue.runtime.held_notices import HeldNotices
     from xmpp_queue.runtime.outbox import Outbox
     from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
     from xmpp_queue.runtime.scheduler import DeadlineScheduler
     from xmpp_queue.storage.store import StateStore
-    from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
-    from xmpp_queue.xmpp.requests import canonical_payload_text
+    from xmpp_queue.xmpp.component import QueueComponent
+    from xmpp_queue.xmpp.payloads import canonical_payload_text
+    from xmpp_queue.xmpp.reconnect import HandshakeRejected
 
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
@@ -241,6 +243,9 @@ async def _serve_term(
         outbox.set_default(component)
         # The timer starts (catching up on time spent down) once notices can be sent.
         component.add_event_handler("session_start", deadlines.connected)
+        # Whenever the stream comes up, held items are announced to their holders again
+        # (a notice committed just before a crash may never have left).
+        component.add_event_handler("session_start", HeldNotices(service, outbox).connected)
 
         # Admin commands change state too (purge, unlock ...): their notifications
         # go out through the outbox, like every other outcome.

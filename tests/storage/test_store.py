@@ -38,7 +38,8 @@ from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage import repositories, state
-from xmpp_queue.storage.backend_sql import FlushFailed, SqliteBackend
+from xmpp_queue.storage.backend import FlushFailed
+from xmpp_queue.storage.backend_sqlite import SqliteBackend
 from xmpp_queue.storage.state import (
     COLD,
     EMPTY_HEADERS,
@@ -917,7 +918,7 @@ def test_asyncpg_and_wrapped_connection_errors_are_outages() -> None:
     import asyncpg
     from sqlalchemy.exc import DBAPIError, IntegrityError
 
-    from xmpp_queue.storage.backend_sql import _postgres_outage
+    from xmpp_queue.storage.sql_outages import postgres_outage
 
     lost = [
         asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator"),
@@ -929,15 +930,15 @@ def test_asyncpg_and_wrapped_connection_errors_are_outages() -> None:
         ConnectionResetError(),
     ]
     for exc in lost:
-        assert _postgres_outage(exc), exc
+        assert postgres_outage(exc), exc
         wrapped = DBAPIError("COMMIT", None, exc, connection_invalidated=False)
-        assert _postgres_outage(wrapped), wrapped
+        assert postgres_outage(wrapped), wrapped
         chained = RuntimeError("while committing")
         chained.__cause__ = exc
-        assert _postgres_outage(chained)
-    assert _postgres_outage(
+        assert postgres_outage(chained)
+    assert postgres_outage(
         DBAPIError("SELECT 1", None, Exception("x"), connection_invalidated=True)
     )
     refused = asyncpg.exceptions.UniqueViolationError("duplicate key")
-    assert not _postgres_outage(refused)
-    assert not _postgres_outage(IntegrityError("INSERT", None, refused))
+    assert not postgres_outage(refused)
+    assert not postgres_outage(IntegrityError("INSERT", None, refused))

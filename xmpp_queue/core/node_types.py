@@ -132,6 +132,9 @@ class QueueVerbs(Protocol):
     ) -> int:
         """A subscriber left or was removed: give back what it holds. Returns how many."""
 
+    async def resend_held(self, work: Work, node: Node) -> int:
+        """Announce every held item to its holder again (after a restart). Returns how many."""
+
     async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
         """An admin takes a lock back (the holder is told). False if it was not held."""
 

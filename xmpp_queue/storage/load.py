@@ -3,7 +3,7 @@
 The write-behind store reads every node, affiliation, subscription and item
 once, at open (and again after a commit whose outcome is unknown). The column
 orders below are shared by the load queries and the write statements
-(``backend_sql``), so a row read and a row written line up.
+(``sql_statements``, ``sql_rows``), so a row read and a row written line up.
 
 Memory matters here: a queue may hold millions of items. Repeated strings
 (node ids, publishers, lock holders) are shared, equal timestamps of one row

@@ -3,7 +3,7 @@
 Only alembic revisions in ``migrations/`` change a live database; these models
 are what autogenerate compares against (``tests/storage/test_migrations.py``
 checks that the revisions and the models agree). The SQL backends
-(``backend_sql.py``) compile their statements from these tables once; nothing
+(``sql_statements.py``) compile their statements from these tables once; nothing
 uses the ORM unit of work.
 
 Choices worth knowing:

@@ -279,6 +279,9 @@ class QueuePolicy:
     ) -> int:
         return await self._engine.release_subscription(work, node, sub, reason, notify)
 
+    async def resend_held(self, work: Work, node: Node) -> int:
+        return await self._engine.resend_held(work, node)
+
     async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
         """An admin takes the lock back: the holder is told, the item goes on."""
         return await self._engine.requeue(work, node, item, EventKind.UNLOCKED, "admin")
