@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from xmpp_queue.core.errors import NotActive, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
