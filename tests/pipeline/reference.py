@@ -133,7 +133,8 @@ def node_buckets(
     for row in rows:
         b = bucket_of(row.at, bucket_seconds)
         # a filtered row is a count of items (the service writes one per batch)
-        counts[(row.node, b)][row.kind] += row.deliveries if row.kind == K.FILTERED else 1
+        # (one from before the counts, deliveries 0, is one item)
+        counts[(row.node, b)][row.kind] += max(row.deliveries, 1) if row.kind == K.FILTERED else 1
         lo_hi = span.setdefault(row.node, [b, b])
         lo_hi[0], lo_hi[1] = min(lo_hi[0], b), max(lo_hi[1], b)
     result = {}

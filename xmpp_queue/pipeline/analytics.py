@@ -161,8 +161,9 @@ def opening_backlog(counts: DataFrame) -> DataFrame:
 def _kind_count(kind: str) -> Column:
     """How many *kind* events a group holds; a ``filtered`` row is itself a count of
     items (the service writes one per bound queue and committed batch)."""
-    if kind == _FILTERED:
-        return F.coalesce(F.sum(F.when(_is(kind), F.col(DELIVERIES))), F.lit(0)).alias(kind)
+    if kind == _FILTERED:  # a row from before the counts (deliveries 0) is one item
+        n = F.greatest(F.col(DELIVERIES), F.lit(1))
+        return F.coalesce(F.sum(F.when(_is(kind), n)), F.lit(0)).alias(kind)
     return F.count(F.when(_is(kind), 1)).alias(kind)
 
 
