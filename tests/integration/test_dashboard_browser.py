@@ -341,6 +341,10 @@ async def test_push_subscription_added_and_removed_in_chromium(
         assert (
             await off_loop(browser.find_element(By.ID, "push-secret").get_attribute, "value") == ""
         )
+        await off_loop(
+            browser.execute_script,
+            "document.getElementById('push').scrollIntoView({block: 'center'})",
+        )
         screenshot(browser, tmp_path, "dashboard-push.png")
 
         # Published: the receiver gets the item, signed with the secret typed in.
