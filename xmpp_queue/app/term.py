@@ -218,7 +218,7 @@ async def _start_http(
         ping_database=lambda: store.ping(utc_now()),
         write_failure=lambda: None if writes.ok else writes.error,
     )
-    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done)
+    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done, pushes=pushes)
     ops = OpsServer(
         http.host,
         http.port,
