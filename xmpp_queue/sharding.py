@@ -18,8 +18,9 @@ runs the same config:
   domain, a store of only its nodes (``storage/shard_backend.py``) and a
   placement guard that redirects requests for other shards' nodes
   (``xmpp/redirect.py``). The HTTP listener (``[http]``) is started by a shard
-  term only when ``per_process`` is 1 (two terms cannot share its port), and no
-  standby listener runs (a standby serves nothing to probe).
+  term only when ``per_process`` is 1 (two terms cannot share its port); then a
+  process serving no shard answers ``/healthz`` (alive) and ``/readyz`` (503,
+  standby) as an unsharded standby does.
 
 A fatal error of a term (a shard domain the XMPP server refuses) ends the
 process with its status, as it would end an unsharded one.
@@ -36,7 +37,7 @@ from typing import Any
 
 from xmpp_queue.app.core_inputs import service_settings
 from xmpp_queue.app.ending import serve
-from xmpp_queue.app.run import signals_set
+from xmpp_queue.app.run import signals_set, standby_http
 from xmpp_queue.app.term import serve_term
 from xmpp_queue.config import Settings
 
@@ -99,6 +100,7 @@ async def run_sharded(settings: Settings) -> int:
     if is_sqlite(settings.database.url):
         log.error("event=shards_need_postgresql hint='[shards] needs one shared PostgreSQL'")
         return 1
+    _warm_up()
     stop = asyncio.Event()
     with signals_set(stop):
         directory = asyncio.ensure_future(_directory_loop(settings, stop))
@@ -107,6 +109,16 @@ async def run_sharded(settings: Settings) -> int:
         stop.set()  # one ended (a signal, or a fatal error): end the other too
         statuses = [await task for task in (directory, pool)]
     return max(statuses)
+
+
+def _warm_up() -> None:
+    """Import what a term needs before taking any lease: a term's first seconds are
+    inside its lease, and the imports of a cold process take a good part of one."""
+    import xmpp_queue.admin.commands
+    import xmpp_queue.push.registry
+    import xmpp_queue.storage.shard_backend
+    import xmpp_queue.xmpp.component
+    import xmpp_queue.xmpp.directory_component  # noqa: F401
 
 
 async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
@@ -161,6 +173,8 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
     placements = PlacementTable(url)
     terms: dict[str, asyncio.Task[int | None]] = {}
     status = 0
+    standby: Any = None  # /healthz and /readyz (503) while this process serves no shard
+    listens = settings.http is not None and shards.per_process == 1
     try:
         while not stop.is_set():
             for domain, task in list(terms.items()):
@@ -171,6 +185,8 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                         stop.set()
                         return ended
                     log.warning("event=stepped_down component=%s action=standby", domain)
+            if listens and not terms and standby is None:
+                standby = await standby_http(settings, holder)
             for domain in order:
                 if len(terms) >= shards.per_process or stop.is_set():
                     break
@@ -186,6 +202,9 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 if token is None:
                     continue
                 log.info("event=lease_acquired name=%s holder=%s token=%d", domain, holder, token)
+                if standby is not None:  # the term's own listener takes the port
+                    await standby.stop()
+                    standby = None
                 term = ShardTerm(url, domain, placements, shards.domains)
                 terms[domain] = asyncio.ensure_future(
                     serve_term(shard_settings(settings, domain), stop, lease, term)
@@ -194,6 +213,8 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 await asyncio.wait_for(stop.wait(), leases[order[0]].poll)
         return status
     finally:
+        if standby is not None:
+            await standby.stop()
         for task in terms.values():
             with contextlib.suppress(Exception):
                 await task

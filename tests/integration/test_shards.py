@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.queue_helpers import unique
+from tests.integration.queue_helpers import unique, wait_until
 from tests.kit.integration import SHARD_JIDS, SHARDED_JID, xmpp_queue_cli
 from tests.kit.shards import ShardedCluster
 from xmpp_queue.client import Account, Job, Publisher, StanzaError, Worker, json_payload
@@ -240,3 +240,32 @@ async def test_a_killed_shard_process_is_replaced_under_load_and_nothing_is_lost
     assert len(answered) == 3 * 150
     assert answered <= set(got), "every answered publish was processed"
     assert sharded.serving()[victim_shard] is not victim
+
+
+async def test_a_process_serving_no_shard_is_alive_but_not_ready(
+    prosody: Any, pg_database: str, tmp_path: Any
+) -> None:
+    """With ``per_process = 1`` and ``[http]`` (port 0: one config for every process),
+    a process serving no shard answers as a standby; a serving one is ready."""
+    import aiohttp
+
+    cluster = ShardedCluster.make(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
+    try:
+        for _ in range(4):
+            cluster.add()
+        served = await cluster.wait_all_served()
+        serving = {id(served[s]) for s in SHARD_JIDS}
+        (standby,) = [p for p in cluster.procs if id(p) not in serving]
+        await wait_until(lambda: "event=http_listening" in standby.run_log(), 20, "listener")
+        async with aiohttp.ClientSession() as http:
+
+            async def get(proc: Any, path: str) -> tuple[int, dict[str, Any]]:
+                async with http.get(proc.http_base() + path) as response:
+                    return response.status, await response.json()
+
+            assert (await get(standby, "/healthz"))[0] == 200
+            status, body = await get(standby, "/readyz")
+            assert status == 503 and body["role"] == "standby"
+            assert (await get(served[SHARD_JIDS[0]], "/readyz"))[0] == 200
+    finally:
+        await cluster.stop()

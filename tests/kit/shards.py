@@ -40,7 +40,12 @@ class ShardedCluster:
 
     @classmethod
     def make(
-        cls, server: XmppServer, url: str, workdir: Path, per_process: int = 1
+        cls,
+        server: XmppServer,
+        url: str,
+        workdir: Path,
+        per_process: int = 1,
+        http: dict[str, str] | None = None,
     ) -> ShardedCluster:
         base = make_component(
             server,
@@ -49,6 +54,7 @@ class ShardedCluster:
             jid=SHARDED_JID,
             secret=SHARDS_SECRET,
             access={"queue_access_model": "open"},
+            http=http,
         )
         text = base.config_path.read_text().replace(
             f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'

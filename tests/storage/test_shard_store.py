@@ -88,3 +88,42 @@ async def test_deleting_a_node_removes_its_placement(pg: str) -> None:
     finally:
         await a.close()
         await table.close()
+
+
+async def test_a_shard_that_lost_its_lease_cannot_commit(pg: str) -> None:
+    """Fencing as for one component: each shard's commits check its own lease's token,
+    and another shard's lease changes nothing for it."""
+    from xmpp_queue.core.errors import NotActive
+    from xmpp_queue.storage.lease import PostgresLease
+
+    old, new = PostgresLease(pg, P0, holder="a:1"), PostgresLease(pg, P0, holder="b:2")
+    other = PostgresLease(pg, P1, holder="a:1")
+    stores = []
+    try:
+        await old.try_acquire()
+        await other.try_acquire()
+        a = await open_shard_store(pg, old.fence, P0)
+        b = await open_shard_store(pg, other.fence, P1)
+        stores += [a, b]
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs"))
+            await tx.commit()
+        await old.release()  # as if its term ran out while it was paused
+        assert await new.try_acquire() == 2
+        with pytest.raises(NotActive):
+            async with a.transaction() as tx:
+                await tx.items.put(item("jobs", "late"))
+                await tx.commit()
+        async with b.transaction() as tx:  # p1's term goes on
+            await tx.nodes.add(node("mail"))
+            await tx.commit()
+        fresh = await open_shard_store(pg, new.fence, P0)
+        stores.append(fresh)
+        async with fresh.transaction() as tx:
+            assert [n.node_id for n in await tx.nodes.all()] == ["jobs"]
+            assert await tx.items.count("jobs") == 0
+    finally:
+        for store in stores:
+            await store.close()
+        for lease in (old, new, other):
+            await lease.close()

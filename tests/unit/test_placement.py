@@ -6,11 +6,13 @@ import asyncio
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from xmpp_queue.client import placement
 from xmpp_queue.client.errors import StanzaError
-from xmpp_queue.client.placement import Placements, redirect_target, routed
+from xmpp_queue.client.placement import Placements, on_node, redirect_target, routed
 from xmpp_queue.client.wire import parse_error
 from xmpp_queue.core.placement import family, node_uri, parse_node_uri, pick_shard
 
@@ -79,6 +81,8 @@ class Directory:
         self.calls.append((to, node))
         if node in self.homes:
             raise redirect_error(node_uri(self.homes[node], node))
+        if node.startswith("missing"):
+            raise StanzaError("item-not-found", f"no node {node}")
         return ET.Element("iq")
 
 
@@ -91,6 +95,12 @@ async def test_the_client_asks_once_per_node_and_shares_the_question() -> None:
     assert await places.resolve(stream, "plain") == PUBLIC  # answered by the service itself
     assert stream.calls == [(PUBLIC, "jobs"), (PUBLIC, "plain")]
     assert places.lookups == 2
+    # A node that does not exist (yet) is sent to the public name and not remembered:
+    # once it is created on a shard, the next request asks again.
+    assert await places.resolve(stream, "missing") == PUBLIC
+    assert places.known("missing") is None
+    stream.homes["missing"] = SHARDS[2]
+    assert await places.resolve(stream, "missing") == SHARDS[2]
 
 
 async def test_a_request_redirected_later_is_sent_again_to_the_new_shard() -> None:
@@ -116,3 +126,77 @@ async def test_a_request_redirected_later_is_sent_again_to_the_new_shard() -> No
     assert places.known("jobs") == SHARDS[2]
     assert await (await routed(places, "jobs", current, submit)) == result
     assert sent[-1] == SHARDS[2] and places.lookups == 1
+
+
+class View:
+    """A link's view toward one service (``PubSubLink.via``)."""
+
+    def __init__(self, stream: Directory, service: str = PUBLIC) -> None:
+        self.stream = stream
+        self.service = service
+
+    def via(self, service: str) -> View:
+        return View(self.stream, service)
+
+
+async def test_a_node_verb_follows_the_redirect_and_waits_out_a_takeover(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(placement, "WAIT_RETRIES", (0.0, 0.0, 0.0))
+    places = Placements(PUBLIC)
+    answers = [
+        redirect_error(node_uri(SHARDS[1], "jobs")),  # the directory places it
+        StanzaError("remote-server-timeout", "Component unavailable", "wait"),  # taking over
+        StanzaError("remote-server-timeout", "Component unavailable", "wait"),
+    ]
+    seen: list[str] = []
+
+    async def create(at: View) -> bool:
+        seen.append(at.service)
+        if answers:
+            raise answers.pop(0)
+        return True
+
+    link = View(Directory({}))
+    assert await on_node(places, link, "jobs", create, ask_first=False) is True
+    assert seen == [PUBLIC, SHARDS[1], SHARDS[1], SHARDS[1]]
+    refused = StanzaError("forbidden", "no", "auth")
+
+    async def forbidden(at: View) -> bool:
+        raise refused
+
+    with pytest.raises(StanzaError) as caught:
+        await on_node(places, link, "jobs", forbidden)  # the shard answers: a refusal
+    assert caught.value is refused
+
+
+class Pinged(View):
+    """A view whose service does not answer a ping while *down* is above zero."""
+
+    down = 1
+
+    def via(self, service: str) -> Pinged:
+        return Pinged(self.stream, service)
+
+    async def ping_service(self) -> None:
+        if Pinged.down > 0:
+            Pinged.down -= 1
+            raise StanzaError("forbidden", "Access denied by service policy", "auth")
+
+
+async def test_ejabberds_forbidden_for_a_missing_shard_is_waited_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(placement, "WAIT_RETRIES", (0.0, 0.0))
+    places = Placements(PUBLIC)
+    places.learn("jobs", SHARDS[0])
+    tries: list[str] = []
+
+    async def items(at: View) -> str:
+        tries.append(at.service)
+        if len(tries) == 1:  # ejabberd, while no process is connected for the shard
+            raise StanzaError("forbidden", "Access denied by service policy", "auth")
+        return "items"
+
+    assert await on_node(places, Pinged(Directory({})), "jobs", items) == "items"
+    assert tries == [SHARDS[0], SHARDS[0]]

@@ -75,10 +75,17 @@ async def serve_term(
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
     fence = lease.fence if lease else None
-    if shard is not None:
-        state_store = await shard.open_store(fence)
-    else:
-        state_store = await StateStore.open(settings.database.url, fence)
+    # Renew from the start: loading a large store may take longer than a term.
+    keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
+    try:
+        if shard is not None:
+            state_store = await shard.open_store(fence)
+        else:
+            state_store = await StateStore.open(settings.database.url, fence)
+    except BaseException:
+        if keeper is not None:
+            keeper.cancel()
+        raise
     store: Store = state_store
     metrics = _metrics(settings)
     observed = None
@@ -91,7 +98,6 @@ async def serve_term(
         from xmpp_queue.xmpp.refusals import REFUSALS
 
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
-    keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
     mover: Any = None  # a shard's moves (sharding_moves.py)
     watching: asyncio.Future[None] | None = None
@@ -221,7 +227,7 @@ async def _start_http(
         ping_database=lambda: store.ping(utc_now()),
         write_failure=lambda: None if writes.ok else writes.error,
     )
-    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done)
+    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done, pushes=pushes)
     ops = OpsServer(
         http.host,
         http.port,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client.errors import StanzaError
@@ -108,7 +108,10 @@ class Placements:
                 return target[0]
             if exc.retryable:  # the service is away: ask again next time
                 raise
-        self.learn(node, self.public)  # it answered for the node itself
+            # No such node (yet): the request goes to the public name, which answers
+            # it; nothing is remembered, so a node created later is asked for again.
+            return self.public
+        self.learn(node, self.public)  # it answered for the node itself: not sharded
         return self.public
 
 
@@ -125,6 +128,8 @@ async def routed(
     """
     service = placements.known(node) or await placements.resolve(await stream(), node)
     first = await submit(service)
+    if placements.known(node) == placements.public:
+        return first  # the public name serves the node itself: nothing to follow
     outer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
     async def again(moved: str) -> None:
@@ -192,12 +197,44 @@ async def on_node(
     else:
         service = placements.service_for(node)
     try:
-        return await action(link.via(service))  # type: ignore[arg-type]
+        return await _waiting(link.via(service), action)
     except StanzaError as exc:
         moved = placements.follow(exc, node)
         if moved is None or moved == service:
             raise
-        return await action(link.via(moved))  # type: ignore[arg-type]
+        return await _waiting(link.via(moved), action)
+
+
+WAIT_RETRIES = (0.25, 0.5, 1.0, 2.0, 2.0, 2.0)  # about 8 s: a shard's takeover, say
+ABSENT = frozenset({"forbidden", "service-unavailable"})  # ejabberd: no such route
+
+
+async def _waiting(at: Any, action: Callable[[Any], Awaitable[R]]) -> R:
+    """``action(at)``, again after a pause while the service is away: a ``wait`` error
+    (RFC 6120: the same request may succeed later; Prosody's answer for a component
+    that is reconnecting, as a shard is while a standby takes it over), or ejabberd's
+    ``forbidden`` for a missing route when the service does not answer a ping."""
+    for pause in WAIT_RETRIES:
+        try:
+            return await action(at)
+        except StanzaError as exc:
+            if not exc.retryable and not (exc.condition in ABSENT and await _absent(at)):
+                raise
+            log.info("event=request_retried condition=%s in=%.2fs", exc.condition, pause)
+        await asyncio.sleep(pause)
+    return await action(at)
+
+
+async def _absent(at: Any) -> bool:
+    """Whether the service of view *at* fails to answer a ping (the server answered)."""
+    ping = getattr(at, "ping_service", None)
+    if ping is None:
+        return False
+    try:
+        await ping()
+    except StanzaError:
+        return True
+    return False
 
 
 class Pointable(Protocol):

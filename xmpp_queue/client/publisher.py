@@ -34,6 +34,7 @@ from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
 from xmpp_queue.client.account import Account, login_and_rest
+from xmpp_queue.client.adhoc import PushCommands
 from xmpp_queue.client.attributes import (
     Priority,
     PublishItem,
@@ -61,7 +62,7 @@ log = logging.getLogger("xmpp_queue.client")
 PUBLISHER_RECONNECT = ReconnectPolicy(give_up_after=60.0)
 
 
-class Publisher(NodeOwner):
+class Publisher(NodeOwner, PushCommands):
     """A c2s client that publishes items to one pubsub service."""
 
     def __init__(

@@ -83,6 +83,12 @@ class NodeOwner(ReplayCommands):
         """*action* on *node*'s service (a sharded service's shard: placement.py)."""
         return on_node(self.placements, link, node, action, ask_first=ask)
 
+    async def _command_link(self, node: str) -> PubSubLink:
+        """The link toward *node*'s service, asked once per node (push commands)."""
+        link = await self._link_up()
+        known = self.placements.known(node)
+        return link.via(known or await self.placements.resolve(link.stream, node))
+
     async def _replay(self, command: str, values: dict[str, str]) -> CommandResult:
         link, node = await self._link_up(), values["node"]
         return await self._placed(link, node, lambda at: run_command(at, PREFIX + command, values))
