@@ -138,7 +138,14 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
         while not stop.is_set():
             if await lease.acquire(stop) is None:
                 break
-            directory = Directory(comp.jid, shards.domains, placements, core.access, core.admins)
+            directory = Directory(
+                comp.jid,
+                shards.domains,
+                placements,
+                core.access,
+                core.admins,
+                queue_defaults=core.defaults_for(True),
+            )
             component = DirectoryComponent(
                 comp.jid, comp.secret, comp.server_host, comp.server_port, directory
             )

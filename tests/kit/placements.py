@@ -26,6 +26,7 @@ class MemoryPlacements:
     configs: dict[str, NodeConfig] = field(default_factory=dict)  # nodes that exist
     affiliations: dict[tuple[str, str], Affiliation] = field(default_factory=dict)
     reads: int = 0
+    partition_of: dict[str, list[str]] = field(default_factory=dict)  # logical -> nodes
 
     def node(self, node_id: str, shard: str, config: NodeConfig | None = None) -> None:
         """An existing node *node_id* on *shard*."""
@@ -50,3 +51,26 @@ class MemoryPlacements:
             for n, config in sorted(self.configs.items())
             if n in self.placed
         ]
+
+    # --- partitioned queues (the directory's create and collection answers) ------------
+
+    async def partitions(self, logical: str) -> list[tuple[str, str]]:
+        return [(n, self.placed[n]) for n in self.partition_of.get(logical, [])]
+
+    async def create_partitions(
+        self,
+        logical: str,
+        placed: list[tuple[str, str]],
+        config: NodeConfig,
+        creator: str,
+        owner: str | None,
+    ) -> bool:
+        names = [logical, *(n for n, _ in placed)]
+        if any(n in self.placed for n in names) or logical in self.partition_of:
+            return False
+        for node, shard in placed:
+            self.node(node, shard, config)
+            if owner:
+                self.affiliations[(node, owner)] = Affiliation.OWNER
+        self.partition_of[logical] = [n for n, _ in placed]
+        return True

@@ -18,7 +18,7 @@ from tests.kit import FakeClock, build_service
 from tests.kit.stores import empty_database
 from xmpp_queue.core.effects import Effect, ItemNotice
 from xmpp_queue.core.errors import NodeNotFound, NotActive
-from xmpp_queue.core.model import AccessModel, Actor
+from xmpp_queue.core.model import AccessModel, Actor, NodeConfig
 from xmpp_queue.sharding_moves import MoveRefused, ShardMover
 from xmpp_queue.storage.lease import Fence, PostgresLease
 from xmpp_queue.storage.placement import PlacementTable
@@ -154,3 +154,33 @@ async def test_a_move_under_a_lost_lease_changes_nothing(pg: str) -> None:
     finally:
         await old.close()
         await lease.close()
+
+
+async def test_partitions_made_by_the_directory_are_loaded_by_their_shards(pg: str) -> None:
+    clock = FakeClock()
+    a = await Shard.open(pg, P0, clock)
+    b = await Shard.open(pg, P1, clock)
+    table = PlacementTable(pg, cache_seconds=0)
+    try:
+        placed = [("orders#0", P0), ("orders#1", P1)]
+        config = NodeConfig(queue=True, queue_lock_timeout=9)
+        assert await table.create_partitions(
+            "orders", placed, config, OWNER.jid, "owner@example.org"
+        )
+        assert not await table.create_partitions("orders", placed, config, OWNER.jid, None)
+        assert await table.partitions("orders") == placed
+        assert await a.mover.adopt() == ["orders#0"]
+        assert await b.mover.adopt() == ["orders#1"]
+        assert await a.mover.adopt() == []  # loaded once
+        node = a.store.state.nodes["orders#0"].node
+        assert node.config.queue_lock_timeout == 9
+        # The creator owns each partition; a worker subscribes and gets what is published.
+        await a.service.subscribe(WORKER, "orders#0", WORKER.jid, {"pubsub#queue_requests": ["1"]})
+        out = await a.service.publish(OWNER, "orders#0", "i0", "<p xmlns='x'/>")
+        assert notified(out.effects) == ["i0"]
+        await a.service.delete_node(OWNER, "orders#0")  # owned by the creator
+        assert await table.owner("orders#0") is None
+    finally:
+        await a.close()
+        await b.close()
+        await table.close()

@@ -19,8 +19,8 @@ from typing import Any, Protocol, TypeVar
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.client.errors import StanzaError
-from xmpp_queue.client.wire_locks import node_info_query
-from xmpp_queue.core.placement import parse_node_uri
+from xmpp_queue.client.wire_locks import form_value, node_info_query
+from xmpp_queue.core.placement import PARTITIONS_FIELD, parse_node_uri, partition_ids
 
 log = logging.getLogger("xmpp_queue.client")
 
@@ -55,6 +55,12 @@ class Placements:
         self._where: dict[str, str] = {}
         self._asking: dict[str, asyncio.Future[str]] = {}
         self.lookups = 0  # round trips spent on resolving (first contacts, redirects)
+        self._partitions: dict[str, list[str]] = {}  # partitioned queues: their nodes
+
+    def partitions_of(self, node: str) -> list[str] | None:
+        """The partition nodes of a partitioned queue (learnt on first contact), or
+        None for an ordinary node (docs/scaling.md, "Partitioned queues")."""
+        return self._partitions.get(node)
 
     def known(self, node: str) -> str | None:
         return self._where.get(node)
@@ -100,7 +106,7 @@ class Placements:
     async def _ask(self, stream: Caller, node: str) -> str:
         self.lookups += 1
         try:
-            await stream.call(self.public, node_info_query(node), "get", self.timeout)
+            info = await stream.call(self.public, node_info_query(node), "get", self.timeout)
         except StanzaError as exc:
             target = redirect_target(exc)
             if target is not None:
@@ -111,6 +117,10 @@ class Placements:
             # No such node (yet): the request goes to the public name, which answers
             # it; nothing is remembered, so a node created later is asked for again.
             return self.public
+        count = form_value(info, PARTITIONS_FIELD)
+        if count and count.isdigit() and int(count) > 1:  # a partitioned queue
+            self._partitions[node] = partition_ids(node, int(count))
+            log.info("event=node_partitioned node=%s partitions=%s", node, count)
         self.learn(node, self.public)  # it answered for the node itself: not sharded
         return self.public
 

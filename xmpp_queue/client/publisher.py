@@ -92,6 +92,7 @@ class Publisher(NodeOwner, PushCommands):
         self.jid = self.account.jid
         self.service_jid = self.account.service
         self.placements = Placements(self.service_jid, self.account.reply_timeout)
+        self._turns: dict[str, int] = {}  # round-robin over partitions (publisher_nodes)
         self.host, self.port = self.account.address
         self.allow_plain = self.account.allow_plain
         self.check_payloads = check_payloads
@@ -239,6 +240,7 @@ class Publisher(NodeOwner, PushCommands):
         )
         if payload is not None and self.check_payloads:
             _check_payload(payload)
+        node = await self._partition(node, ordering_key)
 
         def convert(result: ET.Element) -> str:
             self.published += 1
@@ -292,6 +294,7 @@ class Publisher(NodeOwner, PushCommands):
             raise ValueError("an empty batch")
         now = datetime.now(UTC)
         entries = [as_publish_item(entry) for entry in items]
+        node = await self._partition(node, entries[0].ordering_key)  # the batch stays whole
         prepared = [(e.payload, e.item_id, e.headers(now)) for e in entries]
         if self.check_payloads:
             for entry in entries:

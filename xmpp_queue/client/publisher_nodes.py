@@ -15,6 +15,7 @@ from xmpp_queue.client.adhoc import PREFIX, CommandResult, ReplayCommands, run_c
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.placement import Placements, on_node
 from xmpp_queue.client.wire import ItemEvent
+from xmpp_queue.core.placement import pick_partition
 
 R = TypeVar("R")
 
@@ -38,6 +39,25 @@ class NodeOwner(ReplayCommands):
     """The node verbs of :class:`~xmpp_queue.client.Publisher` (module docstring)."""
 
     placements: Placements
+    _turns: dict[str, int]
+
+    # --- partitioned queues --------------------------------------------------------
+
+    async def _partition(self, node: str, key: str | None) -> str:
+        """The node a publish to *node* goes to: *node* itself, or for a partitioned
+        queue (docs/scaling.md) the partition of the ordering *key* (a stable hash:
+        per-key order holds), else the next partition in turn (round-robin). The
+        question "is it partitioned" is the first-contact lookup every node costs."""
+        if self.placements.known(node) is None:
+            await self.placements.resolve((await self._link_up()).stream, node)
+        parts = self.placements.partitions_of(node)
+        if not parts:
+            return node
+        if key:
+            return pick_partition(parts, key)
+        turn = self._turns.get(node, 0)
+        self._turns[node] = turn + 1
+        return parts[turn % len(parts)]
 
     # --- nodes ---------------------------------------------------------------------
 

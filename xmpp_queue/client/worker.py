@@ -33,11 +33,11 @@ the new stream. Then it drops its old subscription, lets the jobs it still
 holds finish (so it never holds more than ``queue_requests``), and subscribes
 again (at-least-once: an item whose ack was lost comes back when its lock ends).
 
-The stream may also stay up while the service goes away (a component restart,
-an HA take-over): acks, nacks and extensions that get no answer, or a
-transient error, are sent again as soon as the service answers (:mod:`.resend`).
-On a sharded service the node's shard is asked once and used from then on
-(:mod:`.placement`).
+If the service goes away with the stream up (a restart, an HA take-over), lock
+requests are sent again once it answers (:mod:`.resend`). On a sharded service the
+node's shard is asked once (:mod:`.placement`); a moved node is followed
+(:mod:`.worker_moves`), a partitioned queue is worked per partition
+(:mod:`.worker_partitions`).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from xmpp_queue.client.resend import SessionOps
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.wire import Event, ItemEvent, SubscriptionResult, UnlockEvent
 from xmpp_queue.client.worker_moves import NodeMoves
+from xmpp_queue.client.worker_partitions import PartitionWorkers, spread_over_partitions
 from xmpp_queue.client.worker_process import default_resource, stop_signals
 
 log = logging.getLogger("xmpp_queue.client")
@@ -140,6 +141,7 @@ class Worker:
         self.node = node
         self.placements = Placements(account.service, self.account.reply_timeout)
         self._moves = NodeMoves(self)  # the node moved to another shard (worker_moves.py)
+        self._parts: PartitionWorkers | None = None  # a partitioned queue's workers
         self._executor: ThreadPoolExecutor | None = None
         if isinstance(handler, InThread):  # one thread per held item, none shared
             self._executor = ThreadPoolExecutor(
@@ -222,6 +224,8 @@ class Worker:
         )
         link = await session.open()
         try:
+            if await spread_over_partitions(self, link):
+                return  # a partitioned queue: one worker per partition works for us
             await self._subscribe(link)
         except BaseException:
             session.abort()  # not a disconnection to report: start() raises
@@ -245,11 +249,7 @@ class Worker:
             self._runner.lock_timeout = timeout
         log.info(
             "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s lock_timeout=%s",
-            self.name,
-            self.node,
-            self.queue_requests,
-            sub.subid,
-            timeout,
+            *(self.name, self.node, self.queue_requests, sub.subid, timeout),
         )
 
     async def _lock_timeout(self, link: PubSubLink) -> int | None:
@@ -350,6 +350,8 @@ class Worker:
 
     async def stop(self, grace: float | None = None) -> None:
         """Drain gracefully (see the module docstring); safe to call more than once."""
+        if self._parts is not None:
+            return await self._parts.stop(grace)
         if self._finished.is_set() and self._stopping is None:
             return
         if self._stopping is None:
@@ -379,11 +381,8 @@ class Worker:
             await link.close()
             log.info(
                 "event=worker_stopped worker=%s acked=%d failed=%d lost=%d returned=%d",
-                self.name,
-                self.stats.acked,
-                self.stats.failed,
-                self.stats.lost,
-                self.stats.returned,
+                *(self.name, self.stats.acked, self.stats.failed),
+                *(self.stats.lost, self.stats.returned),
             )
         finally:
             self._halt()
@@ -392,6 +391,8 @@ class Worker:
         """Drop the connection at once, as a crash would: nothing is unsubscribed or
         unlocked here. The XMPP server sends the service our unavailable presence
         and the service hands our items to others (or their locks time out)."""
+        if self._parts is not None:
+            self._parts.abort()
         if self._session is not None:
             self._session.abort()
         self._halt()

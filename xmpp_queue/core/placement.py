@@ -65,3 +65,29 @@ def parse_node_uri(uri: str) -> tuple[str, str | None]:
         if sep and key == "node":
             node = unquote(value)
     return service, node
+
+
+# --- partitioned queues: one logical name over k partition nodes ---------------------
+
+PARTITIONS_FIELD = "pubsub#queue_partitions"
+"""The create (and meta-data) field that makes a queue partitioned (docs/scaling.md)."""
+
+
+def partition_ids(logical: str, count: int) -> list[str]:
+    """The partition nodes of *logical*: ``jobs#0`` ... ``jobs#k-1`` (each its own
+    family, so each may live on its own shard)."""
+    return [f"{logical}#{i}" for i in range(count)]
+
+
+def partition_shards(logical: str, count: int, shards: Sequence[str]) -> list[str]:
+    """The shard of each partition: from the logical name's hash, one shard after the
+    other, so k partitions on k shards land on k different shards."""
+    start = shards.index(pick_shard(logical, shards))
+    return [shards[(start + i) % len(shards)] for i in range(count)]
+
+
+def pick_partition(partitions: Sequence[str], key: str) -> str:
+    """The partition of an ordering *key*: a stable hash, so one key always goes to
+    one partition (and its order holds there)."""
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return partitions[int.from_bytes(digest[:8], "big") % len(partitions)]

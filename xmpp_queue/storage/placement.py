@@ -48,6 +48,17 @@ SELECT p.node_id, p.shard, n.config, a.affiliation
  ORDER BY p.node_id
 """
 _COUNTS = "SELECT shard, count(*) FROM node_placement GROUP BY shard"
+_PARTITIONS = """
+SELECT node_id, shard FROM node_placement WHERE partition_of = $1
+ ORDER BY length(node_id), node_id
+"""
+_TAKEN = "SELECT count(*) FROM node_placement WHERE node_id = ANY($1::text[]) OR partition_of = $2"
+_NEW_NODE = "INSERT INTO nodes (node_id, config, creator, created_at) VALUES ($1, $2, $3, now())"
+_NEW_OWNER = "INSERT INTO affiliations (node_id, jid, affiliation) VALUES ($1, $2, 'owner')"
+_NEW_PARTITION = """
+INSERT INTO node_placement (node_id, shard, epoch, placed_at, partition_of)
+VALUES ($1, $2, 1, now(), $3)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +161,49 @@ class PlacementTable:
             )
             for r in rows
         ]
+
+    async def partitions(self, logical: str) -> list[tuple[str, str]]:
+        """(partition node, shard) of a partitioned queue, in partition order; empty
+        when *logical* is not one."""
+        rows = await self._fetch(_PARTITIONS, logical)
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    async def create_partitions(
+        self,
+        logical: str,
+        placed: list[tuple[str, str]],
+        config: NodeConfig,
+        creator: str,
+        owner: str | None,
+    ) -> bool:
+        """Create the partition nodes of *logical* ((node, shard) pairs) in one
+        transaction: their node rows, the owner's affiliation and their placement
+        rows (``partition_of``); the shards load them (``sharding_moves.py``: a
+        node placed on a shard that memory lacks). False, and nothing written, when
+        the logical name or a partition name is placed already.
+
+        Written here, not by a shard, because no shard holds these nodes yet:
+        their rows are written before any process loads them."""
+        names = [logical, *(n for n, _ in placed)]
+        async with self._busy:
+            conn = await self._connection()
+            try:
+                async with conn.transaction():
+                    if await conn.fetchval(_TAKEN, names, logical):
+                        return False
+                    text = codec.encode_config(config)
+                    for node, shard in placed:
+                        await conn.execute(_NEW_NODE, node, text, creator)
+                        if owner:
+                            await conn.execute(_NEW_OWNER, node, owner)
+                        await conn.execute(_NEW_PARTITION, node, shard, logical)
+            except DATABASE_ERRORS:
+                self._drop()
+                raise
+        for node, shard in placed:
+            self._cache[node] = (time.monotonic(), shard)
+        log.info("event=partitions_created queue=%s partitions=%d", logical, len(placed))
+        return True
 
     async def counts(self) -> dict[str, int]:
         """Nodes placed on each shard (``xmpp-queue status``)."""

@@ -126,8 +126,12 @@ UPDATE node_placement SET shard = $3, epoch = epoch + 1, placed_at = now()
  WHERE (node_id = $1 OR left(node_id, length($1) + 1) = $1 || '/') AND shard = $2
 RETURNING node_id
 """
-# Nodes moved onto this shard (a node placed by its first claim has epoch 1).
-MOVED_HERE = "SELECT node_id, epoch FROM node_placement WHERE shard = $1 AND epoch > 1"
+# Nodes placed on this shard by someone else: moved here (a node placed by its
+# first claim has epoch 1), or a partition the directory created.
+MOVED_HERE = """
+SELECT node_id, epoch FROM node_placement
+ WHERE shard = $1 AND (epoch > 1 OR partition_of IS NOT NULL)
+"""
 
 
 class NodeOnAnotherShard(Exception):

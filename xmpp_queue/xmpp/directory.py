@@ -38,6 +38,7 @@ from xmpp_queue.core.errors import BadRequest
 from xmpp_queue.core.model import Actor, Affiliation, Node, NodeConfig
 from xmpp_queue.core.placement import pick_shard
 from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.xmpp import directory_partitions as dp
 from xmpp_queue.xmpp.handlers import locate
 from xmpp_queue.xmpp.redirect import STANZAS, NodeElsewhere, redirect_reply
 from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_OWNER, QUEUEING, pubsub_feature
@@ -80,6 +81,17 @@ class Placements(Protocol):
     async def claim(self, node_id: str, shard: str) -> str: ...
     async def listing(self, requester: str) -> Sequence[Listed]: ...
 
+    async def partitions(self, logical: str) -> list[tuple[str, str]]: ...
+
+    async def create_partitions(
+        self,
+        logical: str,
+        placed: list[tuple[str, str]],
+        config: NodeConfig,
+        creator: str,
+        owner: str | None,
+    ) -> bool: ...
+
 
 def _q(value: str) -> str:
     return "'" + value.replace("&", "&amp;").replace("<", "&lt;").replace("'", "&apos;") + "'"
@@ -106,6 +118,7 @@ class Directory:
         access: ServiceAccess,
         admins: frozenset[str] = frozenset(),
         name: str = "xmpp-queue directory",
+        queue_defaults: NodeConfig | None = None,
     ) -> None:
         self.jid = jid
         self.shards = tuple(shards)
@@ -114,6 +127,8 @@ class Directory:
         self.admins = admins
         self.name = name
         self._turn = itertools.cycle(self.shards)
+        # A partitioned queue's partitions start from these (the shards' queue defaults).
+        self.queue_defaults = queue_defaults or NodeConfig(queue=True)
 
     async def answer(self, iq: ET.Element) -> str | None:
         """The reply to *iq* (get or set), or None for anything that needs none."""
@@ -148,6 +163,11 @@ class Directory:
         node = query.get("node")
         if node:
             await self._redirect_to_owner(node)
+            parts = await self.placements.partitions(node)
+            if parts:  # a partitioned queue: a collection of its partitions
+                if ns == DISCO_INFO:
+                    return self._result(iq, dp.collection_info(node, len(parts)))
+                return self._result(iq, dp.collection_items(node, parts))
             return self._error(iq, "cancel", "item-not-found", f"no node {node}")
         if ns == DISCO_INFO:
             features = "".join(f"<feature var={_q(f)}/>" for f in FEATURES)
@@ -172,6 +192,18 @@ class Directory:
                 return self._error(iq, "cancel", "forbidden", "you may not create nodes")
             if node is None:
                 raise NodeElsewhere(None, next(self._turn))
+            asked = dp.requested_partitions(iq)
+            if asked is not None:
+                made = await dp.create_partitioned(
+                    self.placements, self.shards, self.queue_defaults, node, asked, actor
+                )
+                if not made:
+                    return self._error(iq, "cancel", "conflict", f"{node} exists")
+                return self._result(
+                    iq, f"<pubsub xmlns='{PUBSUB}'><create node={_q(node)}/></pubsub>"
+                )
+            if await self.placements.partitions(node):
+                return self._error(iq, "cancel", "conflict", f"{node} exists (partitioned)")
             owner = await self.placements.claim(node, pick_shard(node, self.shards))
             raise NodeElsewhere(node, owner)
         if node is None:
@@ -181,6 +213,11 @@ class Directory:
                 iq, "cancel", "feature-not-implemented", "ask each shard (see disco#items)"
             )
         await self._redirect_to_owner(node)
+        parts = await self.placements.partitions(node)
+        if parts:
+            names = ", ".join(n for n, _ in parts)
+            text = f"{node} is partitioned: use its partitions ({names})"
+            return self._error(iq, "cancel", "feature-not-implemented", text)
         return self._error(iq, "cancel", "item-not-found", f"no node {node}")
 
     async def _redirect_to_owner(self, node: str) -> None:

@@ -109,6 +109,8 @@ class PlacementGuard:
             return
         if verb == "create":
             where = await self.claim(node, self.shard)
+            if where == self.shard and self.adopt is not None:
+                await self.adopt()  # a partition the directory made: load it, then conflict
         else:
             found = await self.owner(node)
             if found is None:
