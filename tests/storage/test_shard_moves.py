@@ -135,14 +135,15 @@ async def test_a_move_is_refused_for_a_wrong_target_or_a_node_not_held(pg: str) 
 
 async def test_a_move_under_a_lost_lease_changes_nothing(pg: str) -> None:
     clock = FakeClock()
-    lease = PostgresLease(pg, P0, ttl=5)
+    # A lease of its own name (the session database keeps lease rows between tests).
+    lease = PostgresLease(pg, "moves-test", ttl=5)
     assert await lease.try_acquire() is not None
     old = await Shard.open(pg, P0, clock, lease.fence)
     try:
         await old.service.create_node(OWNER, "jobs", QUEUE)
         await old.service.publish(OWNER, "jobs", "i0", "<p xmlns='x'/>")
         await lease.release()  # another process may take the shard now
-        rival = PostgresLease(pg, P0, ttl=5)
+        rival = PostgresLease(pg, "moves-test", ttl=5)
         assert await rival.try_acquire() is not None
         with pytest.raises(NotActive):
             await old.mover.move("jobs", P1)
