@@ -211,3 +211,15 @@ async def test_create_without_id_or_with_bad_values_is_bad_payload(
     )
     assert_bad_payload(word, "Deliveries before an item is dead-lettered", "integer")
     assert await service.list_nodes(SYSTEM) == []  # a refused form creates nothing
+
+
+async def test_move_node_on_an_unsharded_service_says_so_and_changes_nothing(
+    transcript: Transcript, service: PubSubService
+) -> None:
+    """The sharded flow (pick node and shard, moved) runs against real shards in
+    tests/integration/test_shard_moves.py; the mover in tests/storage."""
+    await seeded(service)
+    done = await transcript.execute("xmpp-queue#move-node")
+    assert done["command"]["status"] == "completed"
+    assert "not sharded" in note(done)
+    assert (await service.queue_details(SYSTEM, "jobs")).backlog == 1
