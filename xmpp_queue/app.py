@@ -204,7 +204,11 @@ async def _serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    state_store = await StateStore.open(settings.database.url, lease.fence if lease else None)
+    state_store = await StateStore.open(
+        settings.database.url,
+        lease.fence if lease else None,
+        backlog_bytes=settings.database.backlog_memory_mb * 1024 * 1024,
+    )
     store: Store = state_store
     metrics = _metrics(settings)
     observed = None

@@ -37,6 +37,8 @@ from xmpp_queue.core.model import (
 )
 from xmpp_queue.core.paging import is_backward, is_unpaged, page_bounds, trim_to_bytes
 from xmpp_queue.core.ports import QueueStats
+from xmpp_queue.storage import backlog
+from xmpp_queue.storage.backlog import ColdReader
 from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.state import (
     COLD,
@@ -230,8 +232,8 @@ class SubscriptionsRepo:
         return sum(len(ns.subs) for ns in self._s.nodes.values())
 
 
-class PayloadReader(Protocol):
-    """Fetches payloads kept in the database (committed items only)."""
+class PayloadReader(ColdReader, Protocol):
+    """Fetches payloads and cold items kept in the database (committed items only)."""
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
 
@@ -283,7 +285,7 @@ class ItemsRepo:
 
     async def retain(self, node_id: str, item_id: str, at: datetime) -> bool:
         ns = self._s.nodes.get(node_id)
-        item = ns.items.get(item_id) if ns is not None else None
+        item = await self._find(ns, item_id)
         if ns is None or item is None:
             return False
         kept = copy_item(
@@ -346,7 +348,7 @@ class ItemsRepo:
         expires_at: datetime | None = None,
     ) -> None:
         ns = self._s.nodes.get(node_id)
-        old = ns.items.get(item_id) if ns is not None else None
+        old = await self._find(ns, item_id)
         if ns is not None and old is not None:
             new = with_payload(old, payload, size, publisher, utc(at))
             if headers is not None:
@@ -359,9 +361,18 @@ class ItemsRepo:
             self._c.touch_item(node_id, item_id)
             self._s.set_item(ns, item_id, new)
 
+    async def _find(self, ns: NodeState | None, item_id: str) -> Item | None:
+        """The item *item_id* of *ns*, brought back whole if it was cold."""
+        if ns is None:
+            return None
+        found = ns.items.get(item_id)
+        if found is None and ns.queue.tail:
+            return await backlog.find(self._s, ns, self._reader, item_id)
+        return found
+
     async def get(self, node_id: str, item_id: str) -> Item | None:
         ns = self._s.nodes.get(node_id)
-        found = ns.items.get(item_id) if ns is not None else None
+        found = await self._find(ns, item_id)
         if found is not None and found.payload is COLD:
             assert ns is not None
             return (await self._warm(ns, [found]))[0]
@@ -369,7 +380,7 @@ class ItemsRepo:
 
     async def remove(self, node_id: str, item_id: str) -> bool:
         ns = self._s.nodes.get(node_id)
-        if ns is None or item_id not in ns.items:
+        if ns is None or await self._find(ns, item_id) is None:
             return False
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, None)
@@ -408,6 +419,7 @@ class ItemsRepo:
         state.next_seq += 1
         self._c.touch_item(node_id, item_id)
         state.set_item(source, item_id, None)
+        await self._find(target, target_item_id)  # a cold one is recorded whole
         self._forget_retained(target, target_item_id)
         self._c.touch_item(target_node, target_item_id)
         state.set_item(target, target_item_id, None)
@@ -416,19 +428,20 @@ class ItemsRepo:
 
     async def remove_all(self, node_id: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)
-        if ns is None or not ns.items:
+        if ns is None or not backlog.count(ns):
             return []
+        every = await backlog.resolve(ns, self._reader, list(backlog.merged(ns)))
         self._c.touch_node(node_id)
         self._c.purged.add(node_id)
         removed = [
-            with_payload_value(i, None) if i.payload is COLD else i for i in ns.in_order().values()
+            with_payload_value(i, None) if i.payload is COLD else i for i in every
         ]  # the port allows purged items without payloads
         self._s.clear_items(ns)
         return removed
 
     async def count(self, node_id: str) -> int:
         ns = self._s.nodes.get(node_id)
-        return len(ns.items) if ns is not None else 0
+        return backlog.count(ns) if ns is not None else 0
 
     async def payload_bytes(self, node_id: str) -> int:
         ns = self._s.nodes.get(node_id)
@@ -438,6 +451,9 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            oldest = await backlog.oldest(self._s, ns, self._reader, limit, True)
+            return await self._warm(ns, oldest)
         # Locked items are at the head (the oldest go out first): skipping them
         # costs at most the node's in-flight count.
         found = list(
@@ -446,12 +462,14 @@ class ItemsRepo:
         return await self._warm(ns, found)
 
     async def count_all(self) -> int:
-        return sum(len(ns.items) for ns in self._s.nodes.values())
+        return sum(backlog.count(ns) for ns in self._s.nodes.values())
 
     async def page(
         self, node_id: str, request: PageRequest, max_bytes: int | None = None
     ) -> ItemPage:
         ns = self._s.nodes.get(node_id)
+        if ns is not None and ns.queue.tail:
+            return await self._page_cold(ns, request, max_bytes)
         count = len(ns.items) if ns is not None else 0
         if is_unpaged(request):
             chosen = ns.window(0, count) if ns is not None else []
@@ -471,6 +489,32 @@ class ItemsRepo:
             backward=backward,
         )
 
+    async def _page_cold(
+        self, ns: NodeState, request: PageRequest, max_bytes: int | None
+    ) -> ItemPage:
+        """:meth:`page` over a node with cold items: hot and cold merged in
+        publish order, the cold ones of the page read from their rows."""
+        reader = self._reader
+        count = backlog.count(ns)
+        if is_unpaged(request):
+            every = await backlog.resolve(ns, reader, backlog.window(ns, 0, count))
+            return ItemPage(items=tuple(await self._warm(ns, every)), count=count)
+        named = [x for x in (request.after, request.before) if x]
+        places = {x: await backlog.position(ns, reader, x) for x in named}
+        start, stop = page_bounds(count, request, places.get)
+        backward = is_backward(request)
+        window = await backlog.resolve(ns, reader, backlog.window(ns, start, stop))
+        chosen = list(trim_to_bytes(window, max_bytes, backward))
+        if backward:
+            start = stop - len(chosen)
+        return ItemPage(
+            items=tuple(await self._warm(ns, chosen)),
+            count=count,
+            first_index=start if chosen else None,
+            paged=True,
+            backward=backward,
+        )
+
     async def _warm_opt(self, ns: NodeState | None, items: list[Item]) -> list[Item]:
         return await self._warm(ns, items) if ns is not None else items
 
@@ -478,6 +522,10 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            entries = list(itertools.islice(backlog.merged(ns, newest_first=True), limit))
+            entries.reverse()
+            return await self._warm(ns, await backlog.resolve(ns, self._reader, entries))
         newest = list(itertools.islice(reversed(ns.in_order().values()), limit))
         newest.reverse()
         return await self._warm(ns, newest)
@@ -486,6 +534,9 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            oldest = await backlog.oldest(self._s, ns, self._reader, limit, False)
+            return [i.item_id for i in oldest]
         return list(itertools.islice(ns.in_order(), limit))
 
     # --- queue state ---------------------------------------------------------------
@@ -494,6 +545,8 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            await backlog.ensure_heads(self._s, ns, self._reader, limit)
         ready = self._s.ready_items(ns, now, limit)
         if not any(i.payload is COLD for i in ready):
             return ready
@@ -505,7 +558,7 @@ class ItemsRepo:
         self, node_id: str, item_id: str, subid: str, jid: str, now: datetime, expires_at: datetime
     ) -> bool:
         ns = self._s.nodes.get(node_id)
-        item = ns.items.get(item_id) if ns is not None else None
+        item = await self._find(ns, item_id)
         if ns is None or item is None or item.locked_by is not None:
             return False
         new = with_lock(item, subid, jid, utc(now), utc(expires_at))
@@ -606,9 +659,11 @@ class ItemsRepo:
         ns = self._s.nodes.get(node_id)
         if ns is None:
             return QueueStats(0, 0, None)
+        if ns.queue.tail:
+            await backlog.ensure_heads(self._s, ns, self._reader, 1)  # the oldest, whole
         in_flight = len(ns.queue.locked)
         return QueueStats(
-            backlog=len(ns.items) - in_flight,
+            backlog=backlog.count(ns) - in_flight,
             in_flight=in_flight,
             oldest_waiting=self._oldest_waiting(ns),
             delayed=ns.queue.delayed_live,

@@ -49,6 +49,7 @@ from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import HEAP_SLACK, ReadyLevels, by_priority, due
 from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
+from xmpp_queue.storage.tail import ColdTail
 from xmpp_queue.storage.unused import UnusedIndex
 
 EMPTY_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -171,6 +172,7 @@ class QueueIndex:
     room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
     payload_bytes: int = 0  # of every item of the node (pubsub#max_bytes)
     keys: dict[str, KeyFifo] = field(default_factory=dict)  # ordered queues only
+    tail: ColdTail | None = None  # committed plain waiting items kept as seqs (backlog.py)
 
 
 @dataclass(slots=True)

@@ -75,7 +75,9 @@ from xmpp_queue.core.ports import (
     SubscriptionRepository,
     Transaction,
 )
+from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
+from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
 from xmpp_queue.storage.changes import ChangeSet, Flush
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
@@ -133,9 +135,12 @@ class StateStore:
     """A :class:`~xmpp_queue.core.ports.Store` held in memory and written behind
     to SQLite or PostgreSQL (see the module docstring: the only writer rule)."""
 
-    def __init__(self, backend: Backend, state: MemoryState) -> None:
+    def __init__(
+        self, backend: Backend, state: MemoryState, backlog_bytes: int | None = DEFAULT_BUDGET
+    ) -> None:
         self.backend = backend
         self._state = state
+        self.budget = BacklogBudget(backlog_bytes)
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
@@ -143,11 +148,18 @@ class StateStore:
         self.health = WriteHealth()
 
     @classmethod
-    async def open(cls, url: str | URL | None, fence: Fence | None = None) -> StateStore:
+    async def open(
+        cls,
+        url: str | URL | None,
+        fence: Fence | None = None,
+        backlog_bytes: int | None = DEFAULT_BUDGET,
+    ) -> StateStore:
         """Load the migrated database at *url* into memory (None: no database).
 
         It does not migrate: run ``storage.migrations.upgrade`` first. With a
         *fence* (the leader lease's token), every commit checks it first.
+        *backlog_bytes* is the memory for whole waiting items (``backlog``);
+        beyond it they are kept as seqs, read back when handed out.
         """
         text = (
             url
@@ -163,10 +175,10 @@ class StateStore:
         log.info(
             "event=store_loaded nodes=%d items=%d locked=%d",
             len(state.nodes),
-            sum(len(ns.items) for ns in state.nodes.values()),
+            sum(backlog.count(ns) for ns in state.nodes.values()),
             state.locked_total,
         )
-        return cls(backend, state)
+        return cls(backend, state, backlog_bytes)
 
     @classmethod
     def in_memory(cls) -> StateStore:
@@ -212,6 +224,7 @@ class StateStore:
         self.health.written()
         changes.clear()
         if self.backend.keeps_payloads:
+            backlog.cool(self._state, flush.item_upserts, self.budget)
             self._state.cool(flush.item_upserts)
         self._note_finished(flush)
 
