@@ -58,7 +58,7 @@ LOOPBACK_PUSH = PushPolicy(
 
 
 def push_views(pushes: PushSubscriptions) -> Any:
-    """What app.py hands the listener: a queue's push subscriptions, masked."""
+    """What app/term.py hands the listener: a queue's push subscriptions, masked."""
 
     async def views(node: str) -> list[dict[str, str]]:
         return [p.view() for p in await pushes.list(SYSTEM, node)]

@@ -1,5 +1,6 @@
 """The integration suites' helpers: private Prosody/ejabberd, the component as a
-process, its config, the CLI, clients. Fixtures: tests/integration/conftest.py.
+process, its config, the CLI, clients. Fixtures: tests/kit/server_fixtures.py (servers,
+the component) and tests/integration/conftest.py.
 """
 
 from __future__ import annotations

@@ -37,16 +37,12 @@ from xmpp_queue.core.model import (
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
-from xmpp_queue.storage import repositories, state
+from xmpp_queue.storage import items_queue, state
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_sqlite import SqliteBackend
-from xmpp_queue.storage.state import (
-    COLD,
-    EMPTY_HEADERS,
-    MemoryState,
-    NodeState,
-    stored_item,
-)
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, stored_item
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.store import StateStore
 
 from .samples import T0, at, item, node, sub
@@ -751,7 +747,7 @@ async def test_the_tail_of_a_long_queue_keeps_its_payloads_in_the_database(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(state, "HOT_WINDOW", 4)
-    monkeypatch.setattr(repositories, "PREFETCH", 3)
+    monkeypatch.setattr(items_queue, "PREFETCH", 3)
     store = await StateStore.open(url)
     try:
         async with store.transaction() as tx:

@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"({migrations.head_revision()}); run: {migrate}",
             EXIT_USAGE,
         )
-    from xmpp_queue.app import run_service
+    from xmpp_queue.app.run import run_service
 
     return int(asyncio.run(run_service(settings)))
 

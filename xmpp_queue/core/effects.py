@@ -2,9 +2,9 @@
 
 The core never sends anything: each service call returns an :class:`Outcome`
 whose ``effects`` list the notifications to send, after the change committed.
-The glue (``xmpp/render.py``) turns each effect into one ``<message>``; tests
-read them directly. ``to`` is the JID the notification goes to (a subscription's
-JID: bare or full).
+The glue (``xmpp/text_render.py``, ``xmpp/render.py``) turns each effect into one
+``<message>``; tests read them directly. ``to`` is the JID the notification goes
+to (a subscription's JID: bare or full).
 """
 
 from __future__ import annotations

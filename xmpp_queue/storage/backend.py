@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.state import MemoryState
 
 if TYPE_CHECKING:

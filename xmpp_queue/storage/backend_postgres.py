@@ -23,7 +23,7 @@ from xmpp_queue.core.errors import NotActive, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder, whole_item
 from xmpp_queue.storage.sql_outages import postgres_outage, translate

@@ -23,8 +23,8 @@ from sqlalchemy.engine import Engine
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.changes import Flush
 from xmpp_queue.storage.engine import make_sqlite_engine
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.load import StateBuilder, whole_item
 from xmpp_queue.storage.sql_outages import sqlite_outage, translate
 from xmpp_queue.storage.sql_rows import (

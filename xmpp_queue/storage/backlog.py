@@ -34,7 +34,9 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from xmpp_queue.core.model import Item
-from xmpp_queue.storage.state import PREFETCH, MemoryState, NodeState
+from xmpp_queue.storage.item_values import PREFETCH
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.tail import ColdTail
 
 log = logging.getLogger("xmpp_queue.storage.backlog")

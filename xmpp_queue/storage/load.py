@@ -25,13 +25,9 @@ from xmpp_queue.core.model import (
     SubscriptionState,
 )
 from xmpp_queue.storage import codec
-from xmpp_queue.storage.state import (
-    COLD,
-    EMPTY_HEADERS,
-    MemoryState,
-    NodeState,
-    frozen_headers,
-)
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, frozen_headers
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.tail import ColdTail
 
 NODE_FIELDS = ("node_id", "config", "creator", "created_at")  # the table's column order

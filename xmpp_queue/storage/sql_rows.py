@@ -16,9 +16,9 @@ from typing import Any
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item, Subscription
 from xmpp_queue.storage import codec
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS
 from xmpp_queue.storage.sql_statements import Statements
-from xmpp_queue.storage.state import COLD, EMPTY_HEADERS
 
 Encode = Callable[[datetime | None], Any]
 _KIND_TEXT = {kind: kind.value for kind in EventKind}

@@ -78,10 +78,11 @@ from xmpp_queue.core.ports import (
 from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
 from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
-from xmpp_queue.storage.changes import ChangeSet, Flush
+from xmpp_queue.storage.changes import ChangeSet
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.items_repo import ItemsRepo
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
-    ItemsRepo,
     LedgerRepo,
     NodesRepo,
     SubscriptionsRepo,

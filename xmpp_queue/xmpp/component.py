@@ -38,7 +38,7 @@ from xmpp_queue.runtime.outbox import Outbox
 from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
 from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.slixmpp_seam import install_handshake_redaction
-from xmpp_queue.xmpp import render, stanzas, wire_size
+from xmpp_queue.xmpp import render, stanzas, text_render, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider
 from xmpp_queue.xmpp.reconnect import ReconnectingComponent
 from xmpp_queue.xmpp.requests import MAX_DEPTH
@@ -255,7 +255,7 @@ class QueueComponent(ReconnectingComponent):
         """Each kind of notice has one renderer: the per-item kinds (items, retract,
         unlock) are written as text, the occasional ones built as stanzas."""
         msg_id = render.NOTIFICATION_ID_PREFIX + self.new_id()
-        text = render.notice_text(effect, sender, msg_id)
+        text = text_render.notice_text(effect, sender, msg_id)
         if text is None:
             return wire_size.stanza_text(render.notification(self, effect, sender, msg_id))
         return text

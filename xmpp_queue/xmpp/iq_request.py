@@ -23,7 +23,7 @@ class Answer:
     """What a handler produced: the IQ reply, then the notifications to send.
 
     The per-item answers (publish, retract, unlock) come as text, like the queue
-    notices (``render.notice_text``): they are sent for every work item.
+    notices (``text_render.notice_text``): they are sent for every work item.
     """
 
     reply: Iq | str

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
-from xmpp_queue.xmpp import forms, render
+from xmpp_queue.xmpp import forms, iq_results
 from xmpp_queue.xmpp import owner_requests as rq
 from xmpp_queue.xmpp.iq_request import Answer, IqRequest
 from xmpp_queue.xmpp.stanzas import (
@@ -22,7 +22,9 @@ async def on_create(
 ) -> Answer:
     req = rq.parse_create(ps, el)
     out = await svc.create_node(actor, req.node, req.config)
-    return Answer(render.create_result(iq.stanza, out.value, instant=req.node is None), out.effects)
+    return Answer(
+        iq_results.create_result(iq.stanza, out.value, instant=req.node is None), out.effects
+    )
 
 
 async def on_configure_get(
@@ -31,7 +33,7 @@ async def on_configure_get(
     req = rq.parse_node(ps, el)
     config = await svc.get_config(actor, req.node)
     form = forms.node_config_form(config)
-    return Answer(render.form_result(iq.stanza, PUBSUB_OWNER, "configure", form, node=req.node))
+    return Answer(iq_results.form_result(iq.stanza, PUBSUB_OWNER, "configure", form, node=req.node))
 
 
 async def on_configure_set(
@@ -39,16 +41,16 @@ async def on_configure_set(
 ) -> Answer:
     req = rq.parse_configure_set(ps, el)
     if req.cancel:  # §8.2.6: the owner cancelled; nothing changes
-        return Answer(render.empty_result(iq.stanza))
+        return Answer(iq_results.empty_result(iq.stanza))
     out = await svc.configure_node(actor, req.node, req.values)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)
 
 
 async def on_default_config(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     form = forms.node_config_form(svc.default_config(actor))
-    return Answer(render.form_result(iq.stanza, PUBSUB_OWNER, "default", form))
+    return Answer(iq_results.form_result(iq.stanza, PUBSUB_OWNER, "default", form))
 
 
 async def on_delete(
@@ -56,14 +58,14 @@ async def on_delete(
 ) -> Answer:
     req = rq.parse_delete(ps, el)
     out = await svc.delete_node(actor, req.node, req.redirect)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)
 
 
 async def on_purge(
     svc: PubSubService, iq: IqRequest, actor: Actor, ps: ET.Element, el: ET.Element
 ) -> Answer:
     out = await svc.purge_node(actor, rq.parse_node(ps, el).node)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)
 
 
 async def on_node_subscriptions_get(
@@ -71,7 +73,7 @@ async def on_node_subscriptions_get(
 ) -> Answer:
     node = rq.parse_node(ps, el).node
     subs = await svc.get_node_subscriptions(actor, node)
-    return Answer(render.node_subscriptions_result(iq.stanza, node, subs))
+    return Answer(iq_results.node_subscriptions_result(iq.stanza, node, subs))
 
 
 async def on_node_subscriptions_set(
@@ -79,7 +81,7 @@ async def on_node_subscriptions_set(
 ) -> Answer:
     req = rq.parse_node_subscriptions_set(ps, el)
     out = await svc.set_node_subscriptions(actor, req.node, req.changes)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)
 
 
 async def on_node_affiliations_get(
@@ -87,7 +89,7 @@ async def on_node_affiliations_get(
 ) -> Answer:
     node = rq.parse_node(ps, el).node
     entries = await svc.get_node_affiliations(actor, node)
-    return Answer(render.node_affiliations_result(iq.stanza, node, entries))
+    return Answer(iq_results.node_affiliations_result(iq.stanza, node, entries))
 
 
 async def on_node_affiliations_set(
@@ -95,4 +97,4 @@ async def on_node_affiliations_set(
 ) -> Answer:
     req = rq.parse_node_affiliations_set(ps, el)
     out = await svc.set_node_affiliations(actor, req.node, req.changes)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)

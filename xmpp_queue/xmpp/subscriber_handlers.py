@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.node_config import parse_subscribe_options
 from xmpp_queue.core.service import PubSubService
-from xmpp_queue.xmpp import forms, render, wire_size
+from xmpp_queue.xmpp import forms, iq_results, wire_size
 from xmpp_queue.xmpp import subscriber_requests as rq
 from xmpp_queue.xmpp.iq_request import Answer, IqRequest
 from xmpp_queue.xmpp.stanzas import (
@@ -27,7 +27,7 @@ async def on_subscribe(
     # XEP-0254 §2.1 (and §6.3.7 subscribe-and-configure): echo the options in force.
     echo = req.options is not None or sub.queue_requests is not None
     options = parse_subscribe_options(sub.options) if echo else None
-    return Answer(render.subscription_result(iq.stanza, sub, options), out.effects)
+    return Answer(iq_results.subscription_result(iq.stanza, sub, options), out.effects)
 
 
 async def on_unsubscribe(
@@ -36,7 +36,7 @@ async def on_unsubscribe(
     req = rq.parse_subscription(ps, el)
     out = await svc.unsubscribe(actor, req.node, req.jid, req.subid)
     # §6.2.2: the result carries the subscription, now state none.
-    return Answer(render.subscription_result(iq.stanza, out.value, None), out.effects)
+    return Answer(iq_results.subscription_result(iq.stanza, out.value, None), out.effects)
 
 
 async def on_options_get(
@@ -45,7 +45,7 @@ async def on_options_get(
     req = rq.parse_subscription(ps, el)
     sub, options = await svc.get_subscription_options(actor, req.node, req.jid, req.subid)
     form = forms.subscribe_options_form(options, queue=sub.queue_requests is not None)
-    reply = render.form_result(
+    reply = iq_results.form_result(
         iq.stanza, PUBSUB, "options", form, node=req.node, jid=req.jid, subid=sub.subid
     )
     return Answer(reply)
@@ -56,7 +56,7 @@ async def on_options_set(
 ) -> Answer:
     req = rq.parse_options_set(ps, el)
     out = await svc.set_subscription_options(actor, req.node, req.jid, req.subid, req.values)
-    return Answer(render.empty_result(iq.stanza), out.effects)
+    return Answer(iq_results.empty_result(iq.stanza), out.effects)
 
 
 async def on_default_options(
@@ -65,7 +65,7 @@ async def on_default_options(
     req = rq.parse_default_options(ps, el)
     queue = req.node is not None and (await svc.get_node(actor, req.node)).config.queue
     form = forms.subscribe_options_form(svc.default_subscribe_options(actor, queue), queue)
-    return Answer(render.form_result(iq.stanza, PUBSUB, "default", form, node=req.node))
+    return Answer(iq_results.form_result(iq.stanza, PUBSUB, "default", form, node=req.node))
 
 
 async def on_items(
@@ -81,7 +81,7 @@ async def on_subscriptions(
 ) -> Answer:
     node = rq.parse_optional_node(ps, el).node
     subs = await svc.own_subscriptions(actor, node)
-    return Answer(render.subscriptions_result(iq.stanza, subs, node))
+    return Answer(iq_results.subscriptions_result(iq.stanza, subs, node))
 
 
 async def on_affiliations(
@@ -89,4 +89,4 @@ async def on_affiliations(
 ) -> Answer:
     node = rq.parse_optional_node(ps, el).node
     entries = await svc.own_affiliations(actor, node)
-    return Answer(render.affiliations_result(iq.stanza, entries, node))
+    return Answer(iq_results.affiliations_result(iq.stanza, entries, node))
