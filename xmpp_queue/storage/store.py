@@ -42,14 +42,17 @@ crash loses only what was not yet committed, which nobody was told about.
 Ledger reads (``count``, ``events``) see the committed rows plus the current
 transaction's pending ones; history is never held in memory.
 
-Memory: a queued item costs about 400 bytes (1M items: ~380 MiB measured
-with ``bench/store_microbench.py --memory``), because payloads, most of an
-item's size, are not all kept: items loaded at open keep theirs in the
-database, and so do new waiting items beyond the first ``HOT_WINDOW`` of a
-long queue. Reads that hand items out (dispatch, ``get``, paging, expiry)
-fetch missing payloads in one query, a dispatch taking the next ``PREFETCH``
-along, so a deep backlog costs one small query per few hundred deliveries and
-an ack needs none. Writes to such items update every column but the payload.
+Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
+does not keep its items whole (``backlog``). Past the store's budget
+(*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
+memory (its node's cold tail, about 8 bytes), and the load reads every plain
+waiting item that way. Items that stay whole may still keep their payload in
+the database (``COLD``): items loaded at open and new waiting items beyond the
+first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
+``get``, paging, expiry) fetch what is missing in one query, a dispatch taking
+the next ``PREFETCH`` along, so a deep backlog costs one small query per few
+hundred deliveries and an ack needs none. Writes to items whose payload is not
+in memory update every column but the payload.
 
 Item ``seq`` (publish order) and subscription ids (creation order) are handed
 out in memory, above every value in the database and its counters (SQLite's

@@ -52,7 +52,10 @@ class TailLevel:
 
     def extend_sorted(self, seqs: list[int]) -> None:
         """Many seqs at once (loading); sorted here, in C, whatever their order."""
-        merged = sorted([*self.live(), *seqs])
+        if len(self):
+            merged = sorted({*self.live(), *seqs})
+        else:  # the load: one group of unique seqs from the database
+            merged = sorted(seqs)
         self.seqs = array("q", merged)
         self.head = 0
         self.gone = set()
