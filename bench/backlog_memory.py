@@ -8,10 +8,15 @@ the first item is handed out (``next_ready`` and a lock, committed). Printed:
 
 - **open to first hand-out**: the load plus the first dispatch's read and
   commit, wall clock (what a restart costs before workers get work again);
-- **bytes per waiting item** held by the store after the load (tracemalloc,
-  a second open in the same process): beyond the payload cache, since the load
+- **bytes per waiting item** held by the store after the load and the
+  background read of the cold items' ids into their id filter (tracemalloc, a
+  second open in the same process): beyond the payload cache, since the load
   keeps no waiting item whole;
 - the growth of the resident set during the first open.
+
+``--published`` measures the other way in: N items published through the store
+(commits of 1,000) with ``backlog_bytes=0``, and the memory they hold once cold
+(their seqs and the id filter, ``storage/id_filter.py``).
 
     python bench/backlog_memory.py --items 1000000
     python bench/backlog_memory.py --items 1000000 --url postgresql://postgres@127.0.0.1/postgres
@@ -153,6 +158,10 @@ async def measure(url: str, count: int, headers: bool) -> None:
     from xmpp_queue.storage.store import StateStore
 
     store = await StateStore.open(url)
+    fill = time.perf_counter()
+    if hasattr(store, "id_filters_filled"):  # this store reads the cold ids in the background
+        await store.id_filters_filled()
+    fill = time.perf_counter() - fill
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     async with store.transaction() as tx:
@@ -163,17 +172,55 @@ async def measure(url: str, count: int, headers: bool) -> None:
         f"{db} items={count:,} headers={'own' if headers else 'none'} (filled in {filled:.0f}s): "
         f"open {opened:.2f}s, open to first hand-out {first:.2f}s; "
         f"tracemalloc {held / count:,.1f} bytes/waiting item ({held / 2**20:,.1f} MiB); "
-        f"RSS grew {grown:,.0f} MiB; backlog counted {backlog:,}"
+        f"RSS grew {grown:,.0f} MiB; backlog counted {backlog:,}; "
+        f"id filters filled {fill:.1f}s after the open (under tracemalloc)"
     )
 
 
-async def main_async(url: str, count: int, headers: bool) -> None:
+async def measure_published(url: str, count: int, headers: bool) -> None:
+    """Items published through the store (commits of 1,000), with no memory for
+    whole waiting items: what each costs in memory once it went cold."""
+    from xmpp_queue.core.model import Node, NodeConfig, new_item
+    from xmpp_queue.storage.store import StateStore
+
+    await reset(url)
+    store = await StateStore.open(url, backlog_bytes=0)
+    async with store.transaction() as tx:
+        await tx.nodes.add(Node("q", NodeConfig(queue=True), T0, ""))
+        await tx.commit()
+    shim = {"Trace": "t", "Tenant": "tenant"} if headers else {}
+    tracemalloc.start()
+    started = time.perf_counter()
+    for first in range(0, count, 1000):
+        async with store.transaction() as tx:
+            for n in range(first, min(count, first + 1000)):
+                at = T0 + timedelta(microseconds=n)
+                item_id = uuid.UUID(int=n).hex
+                await tx.items.put(
+                    new_item("q", item_id, "pub@example.org/bulk", PAYLOAD, len(PAYLOAD), shim, at)
+                )
+            await tx.commit()
+    wall = time.perf_counter() - started
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    async with store.transaction() as tx:
+        backlog = await tx.items.count("q")
+    await store.close()
+    db = "sqlite" if is_sqlite(url) else "postgresql"
+    print(
+        f"{db} published={count:,} through the store, backlog_bytes=0 ({wall:.0f}s): "
+        f"tracemalloc {held / count:,.1f} bytes/waiting item; backlog counted {backlog:,}"
+    )
+
+
+async def main_async(url: str, count: int, headers: bool, published: bool) -> None:
+    run = measure_published if published else measure
     if is_sqlite(url):
-        await measure(url, count, headers)
+        await run(url, count, headers)
         return
     scratch = await scratch_postgres(url)
     try:
-        await measure(scratch, count, headers)
+        await run(scratch, count, headers)
     finally:
         await drop_scratch_postgres(url, scratch)
 
@@ -183,9 +230,14 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--url", help="database URL (default: a SQLite file in /tmp)")
     parser.add_argument("--headers", action="store_true", help="each item its own header map")
+    parser.add_argument(
+        "--published",
+        action="store_true",
+        help="publish through the store (budget 0) instead of loading a filled database",
+    )
     args = parser.parse_args()
     url = args.url or f"sqlite:///{Path('/tmp') / 'xq-backlog-memory.db'}"
-    asyncio.run(main_async(url, args.items, args.headers))
+    asyncio.run(main_async(url, args.items, args.headers, args.published))
 
 
 if __name__ == "__main__":

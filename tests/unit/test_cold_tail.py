@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xmpp_queue.storage.id_filter import IdFilter
 from xmpp_queue.storage.tail import ColdTail, TailLevel
 
 Step = tuple[str, int]
@@ -61,7 +62,7 @@ def test_a_long_head_is_compacted_and_stays_correct() -> None:
 def test_levels_merge_in_publish_order_and_count_their_bytes() -> None:
     tail = ColdTail()
     for seq, priority in ((5, 1), (2, 2), (9, 1), (7, 0)):
-        tail.add(seq, priority, 10)
+        tail.add(seq, priority, 10, f"id{seq}")
     assert list(tail.seqs()) == [2, 5, 7, 9]
     assert list(tail.seqs_reversed()) == [9, 7, 5, 2]
     assert tail.payload_bytes == 40 and len(tail) == 4
@@ -69,3 +70,24 @@ def test_levels_merge_in_publish_order_and_count_their_bytes() -> None:
     assert not tail.remove(7, 1, 10)  # wrong level: not there
     assert tail.remove(7, 0, 10) and tail.payload_bytes == 30
     assert tail.count_below(9) == 2
+
+
+def test_the_id_filter_never_forgets_and_rarely_guesses() -> None:
+    ids = IdFilter()
+    added = [f"item-{n}" for n in range(20_000)]  # several parts
+    for item_id in added:
+        ids.add(item_id)
+    assert all(item_id in ids for item_id in added)  # no false negatives
+    strangers = sum(f"other-{n}" in ids for n in range(20_000))
+    assert strangers < 20_000 * 0.02  # a few false positives, each a database read
+
+
+def test_a_loaded_tail_asks_the_database_until_its_loaded_items_are_gone() -> None:
+    tail = ColdTail()
+    tail.level(1).extend_sorted([1, 2, 3])
+    tail.unknown_upto = 3  # loaded: ids unknown
+    tail.add(10, 1, 0, "new")
+    assert tail.may_hold("anything")  # a loaded one might be it
+    for seq in (1, 2, 3):
+        tail.remove(seq, 1, 0)
+    assert not tail.may_hold("anything") and tail.may_hold("new")

@@ -59,6 +59,9 @@ class Backend(Protocol):
 
     async def item_by_id(self, node_id: str, item_id: str) -> Item | None: ...
 
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        """(seq, item id) of plain waiting items with *after* < seq <= *upto*."""
+
     async def close(self) -> None: ...
 
 

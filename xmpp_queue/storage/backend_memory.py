@@ -50,6 +50,9 @@ class MemoryBackend:
     async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]:
         return []  # never asked: nothing goes cold without a database
 
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        return []
+
     async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
         return None
 

@@ -224,6 +224,10 @@ class PostgresBackend:
         rows = await self._read(lambda conn: conn.fetch(POSTGRES.items_by_seq, node_id, seqs))
         return [whole_item(r, postgres_when) for r in rows]
 
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        rows = await self._read(lambda conn: conn.fetch(POSTGRES.tail_ids, node_id, after, upto))
+        return [(r[0], r[1]) for r in rows]
+
     async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
         row = await self._read(lambda conn: conn.fetchrow(POSTGRES.item_by_id, node_id, item_id))
         return whole_item(row, postgres_when) if row is not None else None

@@ -142,6 +142,13 @@ class SqliteBackend:
         )
         return [whole_item(r, sqlite_when) for r in rows]
 
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        params = (node_id, after, upto)
+        rows = await self._run(
+            lambda: self._connection().execute(SQLITE.tail_ids, params).fetchall()
+        )
+        return [(r[0], r[1]) for r in rows]
+
     async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
         params = (node_id, item_id)
         row = await self._run(

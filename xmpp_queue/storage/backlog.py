@@ -30,7 +30,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from xmpp_queue.core.model import Item
@@ -51,7 +51,7 @@ DEFAULT_BUDGET = 128 * 1024 * 1024
 
 REFRESH_SECONDS = 1.0
 """How often the estimate is recomputed from every node (O(nodes)); in between
-it grows by each item kept whole."""
+it is not updated (a second of publishes is small against any budget)."""
 
 READ_CHUNK = 10_000
 """Rows per query when many cold items are read at once (a purge, a long page)."""
@@ -63,6 +63,8 @@ class ColdReader(Protocol):
     async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]: ...
 
     async def item_by_id(self, node_id: str, item_id: str) -> Item | None: ...
+
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]: ...
 
 
 def is_plain(item: Item) -> bool:
@@ -86,7 +88,9 @@ class BacklogBudget:
         self._at = -REFRESH_SECONDS
 
     def spent(self, state: MemoryState) -> bool:
-        """Whether items committed now should go cold."""
+        """Whether items committed now should go cold. The estimate is refreshed
+        at most once every ``REFRESH_SECONDS``; what is published in between is
+        at most a second's worth of items, small against any budget."""
         if self.limit is None:
             return False
         if self.limit <= 0:
@@ -96,8 +100,39 @@ class BacklogBudget:
             self._estimate, self._at = estimate(state), now
         return self._estimate > self.limit
 
-    def kept(self, item: Item) -> None:
-        self._estimate += ITEM_COST + item.payload_size
+
+async def fill_id_filters(current: Callable[[], MemoryState], reader: ColdReader) -> None:
+    """After a load: read the ids of the items loaded cold, a chunk at a time
+    (between the store's own reads and commits), into their tails' id filters,
+    so a publish of a new id into a deep queue needs no database read.
+
+    Until a tail's fill ends it answers "maybe" (``unknown_upto``): correct,
+    only slower. A purge (a new tail) or a reload (a new state) ends the fill
+    of what they replaced; a failed read leaves the rest unknown."""
+    state = current()
+    for node_id, ns in list(state.nodes.items()):
+        tail = ns.queue.tail
+        if tail is None or not tail.unknown_upto:
+            continue
+        upto, after = tail.unknown_upto, 0
+        tail.ids.reserve(len(tail))
+        while True:
+            try:
+                rows = await reader.tail_ids(node_id, after, upto)
+            except Exception as exc:  # an outage: the filters stay "maybe"
+                log.warning("event=id_filter_fill_failed error=%s", type(exc).__name__)
+                return
+            if current() is not state:
+                return  # reloaded: the new state has its own fill
+            if ns.queue.tail is not tail:
+                break  # purged
+            for _, item_id in rows:
+                tail.ids.add(item_id)
+            if not rows:
+                if tail.unknown_upto == upto:
+                    tail.unknown_upto = 0
+                break
+            after = rows[-1][0]
 
 
 def estimate(state: MemoryState) -> int:
@@ -113,6 +148,8 @@ def estimate(state: MemoryState) -> int:
 def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> int:
     """After a commit: move the plain waiting items it wrote to their node's
     cold tail while the budget is spent. Returns how many moved."""
+    if not budget.spent(state):  # once per commit: the plain path pays one call
+        return 0
     moved = 0
     nodes = state.nodes
     for item in items:
@@ -121,16 +158,13 @@ def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> in
         ns = nodes.get(item.node)
         if ns is None or ns.items.get(item.item_id) is not item:
             continue
-        if not budget.spent(state):
-            budget.kept(item)
-            continue
         q = ns.queue
         if not q.ready.discard(item.seq, item.priority):
             continue  # behind its key, or not ready: stays whole
         del ns.items[item.item_id]
         if q.tail is None:
             q.tail = ColdTail()
-        q.tail.add(item.seq, item.priority, item.payload_size)
+        q.tail.add(item.seq, item.priority, item.payload_size, item.item_id)
         moved += 1
     return moved
 
@@ -187,7 +221,7 @@ async def find(state: MemoryState, ns: NodeState, reader: ColdReader, item_id: s
     """The waiting or locked item *item_id* of *ns*, brought back if it was cold."""
     found = ns.items.get(item_id)
     tail = ns.queue.tail
-    if found is not None or not tail:
+    if found is not None or not tail or not tail.may_hold(item_id):
         return found
     row = await reader.item_by_id(ns.node.node_id, item_id)
     if row is None or row.acked_at is not None or not bring_back(state, ns, row):
@@ -254,6 +288,8 @@ async def position(ns: NodeState, reader: ColdReader, item_id: str) -> int | Non
         return ns.position(item_id)
     item = ns.items.get(item_id)
     if item is None:
+        if not tail.may_hold(item_id):
+            return None
         row = await reader.item_by_id(ns.node.node_id, item_id)
         if row is None or not tail.holds(row.seq, row.priority):
             return None

@@ -48,7 +48,9 @@ class QueueItems(PayloadWarming):
         self, node_id: str, item_id: str, subid: str, jid: str, now: datetime, expires_at: datetime
     ) -> bool:
         ns = self._s.nodes.get(node_id)
-        item = await self._find(ns, item_id)
+        item = ns.items.get(item_id) if ns is not None else None
+        if item is None and ns is not None and ns.queue.tail:  # inlined: the hot path
+            item = await self._find(ns, item_id)
         if ns is None or item is None or item.locked_by is not None:
             return False
         new = with_lock(item, subid, jid, utc(now), utc(expires_at))

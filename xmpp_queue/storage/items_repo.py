@@ -75,7 +75,9 @@ class ItemsRepo(RetainedItems, QueueItems):
 
     async def get(self, node_id: str, item_id: str) -> Item | None:
         ns = self._s.nodes.get(node_id)
-        found = await self._find(ns, item_id)
+        found = ns.items.get(item_id) if ns is not None else None
+        if found is None and ns is not None and ns.queue.tail:  # inlined: the hot path
+            found = await self._find(ns, item_id)
         if found is not None and found.payload is COLD:
             assert ns is not None
             return (await self._warm(ns, [found]))[0]
@@ -83,7 +85,9 @@ class ItemsRepo(RetainedItems, QueueItems):
 
     async def remove(self, node_id: str, item_id: str) -> bool:
         ns = self._s.nodes.get(node_id)
-        if ns is None or await self._find(ns, item_id) is None:
+        if ns is None:
+            return False
+        if item_id not in ns.items and (not ns.queue.tail or not await self._find(ns, item_id)):
             return False
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, None)

@@ -241,7 +241,9 @@ class StateBuilder:
             q.tail.payload_bytes += int(size or 0)
             q.payload_bytes += int(size or 0)
             if seqs:
-                self._max_seq = max(self._max_seq, max(seqs))
+                top = max(seqs)
+                self._max_seq = max(self._max_seq, top)
+                q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
 
     def snapshots(self, rows: Iterable[Row]) -> None:
         nodes, when = self._state.nodes, self._when

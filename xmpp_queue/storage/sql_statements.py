@@ -74,6 +74,7 @@ class Statements:
     load_tail: str
     items_by_seq: str
     item_by_id: str
+    tail_ids: str
     ledger_all: str
     ledger_for_node: str
     ledger_count: str
@@ -193,6 +194,19 @@ def _statements(
             .where(i.c.node_id == bindparam("node"), seq_list)
             .order_by(i.c.seq),
             ("node", "seqs"),
+        ),
+        tail_ids=c(
+            select(i.c.seq, i.c.item_id)
+            .where(
+                i.c.node_id == bindparam("node"),
+                i.c.seq > bindparam("after"),
+                i.c.seq <= bindparam("upto"),
+                plain,
+            )
+            .order_by(i.c.seq)
+            .limit(literal_column("5000"))  # a chunk of a few milliseconds
+            .offset(literal_column("0")),
+            ("node", "after", "upto"),
         ),
         item_by_id=c(
             select(*(i.c[f] for f in ITEM_FIELDS)).where(

@@ -145,6 +145,7 @@ class StateStore:
         self.backend = backend
         self._state = state
         self.budget = BacklogBudget(backlog_bytes)
+        self._filling: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
@@ -182,7 +183,23 @@ class StateStore:
             sum(backlog.count(ns) for ns in state.nodes.values()),
             state.locked_total,
         )
-        return cls(backend, state, backlog_bytes)
+        store = cls(backend, state, backlog_bytes)
+        store._fill_id_filters()
+        return store
+
+    def _fill_id_filters(self) -> None:
+        """Read the ids of the items loaded cold in the background (``backlog``)."""
+        if self._filling is not None:
+            self._filling.cancel()
+        if self.backend.keeps_payloads:
+            self._filling = asyncio.create_task(
+                backlog.fill_id_filters(lambda: self._state, self.backend)
+            )
+
+    async def id_filters_filled(self) -> None:
+        """Wait until the ids of the items loaded cold are in the id filters."""
+        if self._filling is not None:
+            await asyncio.shield(self._filling)
 
     @classmethod
     def in_memory(cls) -> StateStore:
@@ -273,12 +290,19 @@ class StateStore:
             self._writing = None
         self._state = await self.backend.load()
         self._reload = False
+        self._fill_id_filters()
         log.info("event=store_reloaded nodes=%d", len(self._state.nodes))
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._filling is not None:
+            self._filling.cancel()
+            try:
+                await self._filling
+            except asyncio.CancelledError:
+                pass
         async with self._lock:
             if self._writing is not None:
                 try:

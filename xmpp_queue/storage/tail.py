@@ -25,6 +25,8 @@ import heapq
 from array import array
 from collections.abc import Iterator
 
+from xmpp_queue.storage.id_filter import IdFilter
+
 
 class TailLevel:
     """The seqs of one priority level's cold items, ascending."""
@@ -117,11 +119,25 @@ class TailLevel:
 class ColdTail:
     """One node's cold items: a :class:`TailLevel` per priority, and their bytes."""
 
-    __slots__ = ("levels", "payload_bytes")
+    __slots__ = ("ids", "levels", "payload_bytes", "unknown_upto")
 
     def __init__(self) -> None:
         self.levels: dict[int, TailLevel] = {}
         self.payload_bytes = 0  # also counted in the node's ``QueueIndex.payload_bytes``
+        self.ids = IdFilter()  # the id of every item that went cold in this process
+        # Seqs up to this one were loaded without their ids (0: none): while one of
+        # them is still cold, the filter cannot say "surely not".
+        self.unknown_upto = 0
+
+    def may_hold(self, item_id: str) -> bool:
+        """False when no cold item of this tail has *item_id* (no database read
+        needed); True when one may."""
+        if self.unknown_upto:
+            heads = [s for level in self.levels.values() for s in level.first(1)]
+            if heads and min(heads) <= self.unknown_upto:
+                return True
+            self.unknown_upto = 0  # every loaded item left: the filter knows them all
+        return item_id in self.ids
 
     def __len__(self) -> int:
         return sum(len(level) for level in self.levels.values())
@@ -132,9 +148,10 @@ class ColdTail:
             found = self.levels[priority] = TailLevel()
         return found
 
-    def add(self, seq: int, priority: int, size: int) -> None:
+    def add(self, seq: int, priority: int, size: int, item_id: str) -> None:
         self.level(priority).add(seq)
         self.payload_bytes += size
+        self.ids.add(item_id)
 
     def remove(self, seq: int, priority: int, size: int) -> bool:
         level = self.levels.get(priority)
