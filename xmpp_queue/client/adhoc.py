@@ -164,6 +164,10 @@ class PushCommands:
     async def _link_up(self) -> PubSubLink:
         raise NotImplementedError  # the client's live link (Publisher has it)
 
+    async def _command_link(self, node: str) -> PubSubLink:
+        """The link toward *node*'s service (a sharded service: its shard)."""
+        return await self._link_up()
+
     async def add_push(
         self,
         node: str,
@@ -178,16 +182,20 @@ class PushCommands:
         values = {"url": url, "max_in_flight": str(max_in_flight)}
         values |= {"bearer": bearer} if bearer else {}
         values |= {"secret": secret} if secret else {}
-        done = await run_steps(await self._link_up(), PREFIX + "push-add", [{"node": node}, values])
+        done = await run_steps(
+            await self._command_link(node), PREFIX + "push-add", [{"node": node}, values]
+        )
         [row] = done.tables.get("push", [])
         return row["id"]
 
     async def push_subscriptions(self, node: str) -> list[dict[str, str]]:
         """The queue's push subscriptions: id, url, auth (secrets masked), max in flight."""
-        done = await run_steps(await self._link_up(), PREFIX + "push-list", [{"node": node}])
+        done = await run_steps(
+            await self._command_link(node), PREFIX + "push-list", [{"node": node}]
+        )
         return done.tables.get("push", [])
 
     async def remove_push(self, node: str, push_id: str) -> None:
         """End push subscription *push_id*: the items it holds go back to the queue."""
         answers: list[Mapping[str, str]] = [{"node": node}, {"id": push_id}]
-        await run_steps(await self._link_up(), PREFIX + "push-remove", answers)
+        await run_steps(await self._command_link(node), PREFIX + "push-remove", answers)
