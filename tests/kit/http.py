@@ -4,6 +4,7 @@ Fixtures: tests/http/conftest.py.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,10 @@ def build(
         clock,
         settings=ServiceSettings(
             NodeConfig(),
-            access=ServiceAccess.for_domain("example.org"),
+            # queue.test: the component's own domain, where push subscriptions live
+            access=dataclasses.replace(
+                ServiceAccess.for_domain("example.org"), own_domain="queue.test"
+            ),
             queue_access_model=AccessModel.OPEN,
         ),
     )

@@ -71,7 +71,7 @@ async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
     )
     try:
         while not stop.is_set():
-            standby = await _standby_http(settings, lease.holder)
+            standby = await standby_http(settings, lease.holder)
             try:
                 acquired = await lease.acquire(stop)
             finally:
@@ -89,7 +89,7 @@ async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
         await lease.close()
 
 
-async def _standby_http(settings: Settings, holder: str) -> Any:
+async def standby_http(settings: Settings, holder: str) -> Any:
     """While standing by, answer /healthz (alive) and /readyz (503, standby)."""
     if settings.http is None:
         return None

@@ -15,7 +15,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.observe import ObservedStore
@@ -39,10 +39,22 @@ def _redacted(url: str) -> str:
     return redacted_url(url)
 
 
+class ShardTerm(Protocol):
+    """What a shard's term adds (``sharding.py``): its own store, its placement guard."""
+
+    async def open_store(self, fence: Any) -> Any: ...
+
+    def guard(self, store: Any) -> Any: ...
+
+
 async def serve_term(
-    settings: Settings, stop: asyncio.Event, lease: PostgresLease | None
+    settings: Settings,
+    stop: asyncio.Event,
+    lease: PostgresLease | None,
+    shard: ShardTerm | None = None,
 ) -> int | None:
-    """Serve until stopped (its exit status) or until the lease is lost (None)."""
+    """Serve until stopped (its exit status) or until the lease is lost (None).
+    A *shard* term loads only its nodes and redirects requests for others'."""
     from xmpp_queue.admin.commands import register_admin_commands
     from xmpp_queue.push.policy import PushPolicy
     from xmpp_queue.push.registry import PushSubscriptions
@@ -60,11 +72,22 @@ async def serve_term(
     # The component is the one writer of its database: state is served from memory
     # and each group commit writes only the net change (storage/store.py). With a
     # lease, every commit first checks that the lease is still ours (fencing).
-    state_store = await StateStore.open(
-        settings.database.url,
-        lease.fence if lease else None,
-        backlog_bytes=settings.database.backlog_memory_mb * 1024 * 1024,
-    )
+    fence = lease.fence if lease else None
+    # Renew from the start: loading a large store may take longer than a term.
+    keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
+    try:
+        if shard is not None:
+            state_store = await shard.open_store(fence)
+        else:
+            state_store = await StateStore.open(
+                settings.database.url,
+                fence,
+                backlog_bytes=settings.database.backlog_memory_mb * 1024 * 1024,
+            )
+    except BaseException:
+        if keeper is not None:
+            keeper.cancel()
+        raise
     store: Store = state_store
     metrics = _metrics(settings)
     observed = None
@@ -77,7 +100,6 @@ async def serve_term(
         from xmpp_queue.xmpp.refusals import REFUSALS
 
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
-    keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     ops: Any = None
     # Every effect leaves through the outbox; the component is its (XMPP) sink.
     outbox = Outbox()
@@ -101,6 +123,8 @@ async def serve_term(
             workers=PresenceTracker(SubscriberRelease(service, outbox)),
         )
         outbox.set_default(component)
+        if shard is not None:
+            component.requests.guard = shard.guard(state_store)
         # The timer starts (catching up on time spent down) once notices can be sent.
         component.add_event_handler("session_start", deadlines.connected)
         # Whenever the stream comes up, held items are announced to their holders again
@@ -198,7 +222,7 @@ async def _start_http(
         ping_database=lambda: store.ping(utc_now()),
         write_failure=lambda: None if writes.ok else writes.error,
     )
-    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done)
+    actions = DashboardActions(service, outbox.send, on_redrive=metrics.redrive_done, pushes=pushes)
     ops = OpsServer(
         http.host,
         http.port,

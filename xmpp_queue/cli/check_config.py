@@ -61,6 +61,16 @@ def summary(settings: Settings) -> str:
         ("http", _http_summary(settings)),
         ("pipeline", ", ".join(sorted(settings.pipeline)) or "not configured"),
     ]
+    if settings.shards is not None:
+        shards = settings.shards
+        rows.insert(
+            1,
+            (
+                "shards",
+                f"{', '.join(shards.domains)} (per process: {shards.per_process}; "
+                f"{c.jid} is the directory)",
+            ),
+        )
     head = f"config OK: {settings.source}" if settings.source else "config OK"
     return "\n".join([head, *(f"  {name:<10} {value}" for name, value in rows)])
 

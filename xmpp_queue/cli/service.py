@@ -69,6 +69,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"({migrations.head_revision()}); run: {migrate}",
             EXIT_USAGE,
         )
+    if settings.shards is not None:
+        from xmpp_queue.sharding import run_sharded
+
+        return int(asyncio.run(run_sharded(settings)))
     from xmpp_queue.app.run import run_service
 
     return int(asyncio.run(run_service(settings)))
@@ -110,6 +114,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         lock.release()
         print(f"{settings.component.jid}: no process is serving {redacted(url)}")
         return EXIT_FAILURE
+    if settings.shards is not None:
+        from xmpp_queue.sharding import shards_status
+
+        try:
+            text, serving = asyncio.run(shards_status(settings))
+        except Exception as exc:
+            raise database_failure(url, exc) from exc
+        print(text)
+        return EXIT_OK if serving else EXIT_FAILURE
     from xmpp_queue.storage.lease import lease_status
 
     try:

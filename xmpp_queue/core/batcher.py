@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.errors import PubSubError, StorageUnavailable
+from xmpp_queue.core.ledger import record_filtered
 from xmpp_queue.core.ports import Clock, Store, Transaction
 
 T = TypeVar("T")
@@ -52,6 +53,10 @@ class Work:
     effects: list[Effect] = field(default_factory=list)
     deadlines_changed: bool = False
     touched: dict[str, None] = field(default_factory=dict)
+    filtered: dict[tuple[str, str], int] | None = None
+    """(queue, topic) -> how many of the topic's items the queue's filter kept out in
+    this operation; the batcher writes one ``filtered`` ledger row per pair and
+    committed batch (a counter, not a row per item: ``core/topics.py``)."""
 
 
 Operation = Callable[[Work], Awaitable[T]]
@@ -143,6 +148,7 @@ class CommitBatcher:
     async def _attempt(self, batch: list[_Pending[Any]]) -> object:
         """Run the batch in one transaction, each operation in its own savepoint."""
         changed = False
+        filtered: dict[tuple[str, str], int] = {}
         async with self._store.transaction() as tx:
             for p in batch:
                 work = Work(tx=tx, now=self._clock())
@@ -159,6 +165,11 @@ class CommitBatcher:
                 p.effects = tuple(work.effects)
                 p.error = None
                 changed = changed or work.deadlines_changed
+                if work.filtered:
+                    for key, n in work.filtered.items():
+                        filtered[key] = filtered.get(key, 0) + n
+            if filtered:
+                record_filtered(tx.ledger, self._clock(), filtered)
             deadline: object = _UNCHANGED
             if changed:
                 deadline = await tx.items.next_deadline(self._clock())

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy.engine import make_url
@@ -139,8 +139,12 @@ class PostgresBackend:
         async with self._busy:
             await self._write(flush)
 
+    def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """The commit's statements and rows (a shard adds its placement rows)."""
+        return write_plan(flush, POSTGRES, same_time)
+
     async def _write(self, flush: Flush) -> None:
-        plan = write_plan(flush, POSTGRES, same_time)
+        plan = self._plan(flush)
         try:
             conn = await self._connection()
         except StorageUnavailable as exc:

@@ -24,6 +24,7 @@ from xmpp_queue.xmpp import errors, forms, wire_size
 from xmpp_queue.xmpp import requests as rq
 from xmpp_queue.xmpp.handlers import locate, route_for
 from xmpp_queue.xmpp.iq_request import IqRequest
+from xmpp_queue.xmpp.redirect import NodeElsewhere, PlacementGuard, redirect_reply
 
 log = logging.getLogger("xmpp_queue.xmpp.handlers")
 
@@ -60,6 +61,8 @@ class RequestRouter:
         self.send_answer = send_answer
         self.stanza_of = stanza_of  # the component's stanza factory (its own Iq class)
         self.max_stanza_size = max_stanza_size
+        # A shard of a sharded deployment: nodes of other shards are redirected.
+        self.guard: PlacementGuard | None = None
 
     async def handle(self, iq: Iq) -> None:
         """A request slixmpp already built into a stanza (its handler path)."""
@@ -76,12 +79,18 @@ class RequestRouter:
             container, element, key = locate(xml)
             verb = key[2]
             route = route_for(key)
+            guard, node = self.guard, element.get("node")
+            if guard is not None and node and not guard.holds(node):
+                await guard.check(verb, node)
             actor = Actor(sender_jid(xml.get("from", "")))
             answer = await route.handler(self.service, request, actor, container, element)
             reply = answer.reply
             if not isinstance(reply, str):
                 reply = wire_size.stanza_text(reply)
             wire_size.check_answer(reply, self.max_stanza_size)
+        except NodeElsewhere as where:  # another shard's node: send the client there
+            await self.send_answer(redirect_reply(xml, where), ())
+            return
         except Exception as exc:  # every failure gets a mapped reply
             error = errors.reply_for_exception(request.stanza, exc, verb)
             # A change the core committed still has its notices to send.

@@ -153,6 +153,7 @@ class QueueEngine:
             item.payload,
             self._ctx.shown_publisher(node, item.publisher),
             {**item.headers, "delivery-attempt": str(deliveries)},
+            item.published_at,
         )
         batches.add(work.effects, sub, notice_item)
         work.deadlines_changed = True
