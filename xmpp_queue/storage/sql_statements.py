@@ -108,6 +108,18 @@ def _compile(statement: ClauseElement, dialect: Dialect, params: Sequence[str]) 
     return compiled.string
 
 
+def plain_waiting() -> ColumnElement[bool]:
+    """A waiting item that needs nothing in memory but its seq (``backlog``)."""
+    i = schema.items.c
+    return and_(
+        i.acked_at.is_(None),
+        i.locked_by.is_(None),
+        i.available_at.is_(None),
+        i.expires_at.is_(None),
+        i.ordering_key.is_(None),
+    )
+
+
 def _statements(
     dialect: Dialect,
     insert_: Callable[[Table], Any],
@@ -127,13 +139,7 @@ def _statements(
         schema.ledger,
     )
     by_node = ("node_id",)
-    plain = and_(  # a waiting item that needs nothing in memory but its seq (backlog.py)
-        i.c.acked_at.is_(None),
-        i.c.locked_by.is_(None),
-        i.c.available_at.is_(None),
-        i.c.expires_at.is_(None),
-        i.c.ordering_key.is_(None),
-    )
+    plain = plain_waiting()
     ledger_columns = [ledger.c[f] for f in LEDGER_FIELDS]
 
     def c(statement: ClauseElement, params: Sequence[str] = ()) -> str:

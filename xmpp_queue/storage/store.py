@@ -184,10 +184,10 @@ class StateStore:
             state.locked_total,
         )
         store = cls(backend, state, backlog_bytes)
-        store._fill_id_filters()
+        store.start_id_fill()
         return store
 
-    def _fill_id_filters(self) -> None:
+    def start_id_fill(self) -> None:
         """Read the ids of the items loaded cold in the background (``backlog``)."""
         if self._filling is not None:
             self._filling.cancel()
@@ -290,7 +290,7 @@ class StateStore:
             self._writing = None
         self._state = await self.backend.load()
         self._reload = False
-        self._fill_id_filters()
+        self.start_id_fill()
         log.info("event=store_reloaded nodes=%d", len(self._state.nodes))
 
     async def close(self) -> None:
