@@ -56,9 +56,10 @@ async def test_each_keys_rows_are_stored_in_file_order_despite_refusals_and_wait
     from xmpp_queue.pipeline.cli import run_pipeline
 
     db = tmp_path / "queue.sqlite"
-    # A low publish rate for this account: publishes are told to wait and retried.
+    # A low publish rate for this account: publishes are told to wait and retried. Low
+    # enough (about 4 s for the file) that even a slow, loaded machine outruns it.
     await component(
-        database_url=f"sqlite:///{db}", limits={"publish_rate": 400, "publish_burst": 40}
+        database_url=f"sqlite:///{db}", limits={"publish_rate": 100, "publish_burst": 20}
     )
     big = write_rows(tmp_path / "rows.jsonl")
     settings = PipelineSettings(

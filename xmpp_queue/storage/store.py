@@ -42,14 +42,17 @@ crash loses only what was not yet committed, which nobody was told about.
 Ledger reads (``count``, ``events``) see the committed rows plus the current
 transaction's pending ones; history is never held in memory.
 
-Memory: a queued item costs about 400 bytes (1M items: ~380 MiB measured
-with ``bench/store_microbench.py --memory``), because payloads, most of an
-item's size, are not all kept: items loaded at open keep theirs in the
-database, and so do new waiting items beyond the first ``HOT_WINDOW`` of a
-long queue. Reads that hand items out (dispatch, ``get``, paging, expiry)
-fetch missing payloads in one query, a dispatch taking the next ``PREFETCH``
-along, so a deep backlog costs one small query per few hundred deliveries and
-an ack needs none. Writes to such items update every column but the payload.
+Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
+does not keep its items whole (``backlog``). Past the store's budget
+(*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
+memory (its node's cold tail, about 8 bytes), and the load reads every plain
+waiting item that way. Items that stay whole may still keep their payload in
+the database (``COLD``): items loaded at open and new waiting items beyond the
+first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
+``get``, paging, expiry) fetch what is missing in one query, a dispatch taking
+the next ``PREFETCH`` along, so a deep backlog costs one small query per few
+hundred deliveries and an ack needs none. Writes to items whose payload is not
+in memory update every column but the payload.
 
 Item ``seq`` (publish order) and subscription ids (creation order) are handed
 out in memory, above every value in the database and its counters (SQLite's
@@ -75,7 +78,9 @@ from xmpp_queue.core.ports import (
     SubscriptionRepository,
     Transaction,
 )
+from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
+from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
 from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.items_repo import ItemsRepo
@@ -135,9 +140,13 @@ class StateStore:
     """A :class:`~xmpp_queue.core.ports.Store` held in memory and written behind
     to SQLite or PostgreSQL (see the module docstring: the only writer rule)."""
 
-    def __init__(self, backend: Backend, state: MemoryState) -> None:
+    def __init__(
+        self, backend: Backend, state: MemoryState, backlog_bytes: int | None = DEFAULT_BUDGET
+    ) -> None:
         self.backend = backend
         self._state = state
+        self.budget = BacklogBudget(backlog_bytes)
+        self._filling: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
@@ -145,11 +154,18 @@ class StateStore:
         self.health = WriteHealth()
 
     @classmethod
-    async def open(cls, url: str | URL | None, fence: Fence | None = None) -> StateStore:
+    async def open(
+        cls,
+        url: str | URL | None,
+        fence: Fence | None = None,
+        backlog_bytes: int | None = DEFAULT_BUDGET,
+    ) -> StateStore:
         """Load the migrated database at *url* into memory (None: no database).
 
         It does not migrate: run ``storage.migrations.upgrade`` first. With a
         *fence* (the leader lease's token), every commit checks it first.
+        *backlog_bytes* is the memory for whole waiting items (``backlog``);
+        beyond it they are kept as seqs, read back when handed out.
         """
         text = (
             url
@@ -165,10 +181,26 @@ class StateStore:
         log.info(
             "event=store_loaded nodes=%d items=%d locked=%d",
             len(state.nodes),
-            sum(len(ns.items) for ns in state.nodes.values()),
+            sum(backlog.count(ns) for ns in state.nodes.values()),
             state.locked_total,
         )
-        return cls(backend, state)
+        store = cls(backend, state, backlog_bytes)
+        store.start_id_fill()
+        return store
+
+    def start_id_fill(self) -> None:
+        """Read the ids of the items loaded cold in the background (``backlog``)."""
+        if self._filling is not None:
+            self._filling.cancel()
+        if self.backend.keeps_payloads:
+            self._filling = asyncio.create_task(
+                backlog.fill_id_filters(lambda: self._state, self.backend)
+            )
+
+    async def id_filters_filled(self) -> None:
+        """Wait until the ids of the items loaded cold are in the id filters."""
+        if self._filling is not None:
+            await asyncio.shield(self._filling)
 
     @classmethod
     def in_memory(cls) -> StateStore:
@@ -214,6 +246,7 @@ class StateStore:
         self.health.written()
         changes.clear()
         if self.backend.keeps_payloads:
+            backlog.cool(self._state, flush.item_upserts, self.budget)
             self._state.cool(flush.item_upserts)
         self._note_finished(flush)
 
@@ -276,12 +309,19 @@ class StateStore:
             self._writing = None
         self._state = await self.backend.load()
         self._reload = False
+        self.start_id_fill()
         log.info("event=store_reloaded nodes=%d", len(self._state.nodes))
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._filling is not None:
+            self._filling.cancel()
+            try:
+                await self._filling
+            except asyncio.CancelledError:
+                pass
         async with self._lock:
             if self._writing is not None:
                 try:
