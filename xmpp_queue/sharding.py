@@ -63,10 +63,10 @@ class ShardTerm:
     domain: str
     placements: Any  # storage.placement.PlacementTable
 
-    async def open_store(self, fence: Any) -> Any:
+    async def open_store(self, fence: Any, backlog_bytes: int | None = None) -> Any:
         from xmpp_queue.storage.shard_backend import open_shard_store
 
-        return await open_shard_store(self.url, fence, self.domain)
+        return await open_shard_store(self.url, fence, self.domain, backlog_bytes)
 
     def guard(self, store: Any) -> Any:
         from xmpp_queue.xmpp.redirect import PlacementGuard
