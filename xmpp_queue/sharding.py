@@ -64,10 +64,10 @@ class ShardTerm:
     placements: Any  # storage.placement.PlacementTable
     shards: tuple[str, ...] = ()  # every shard of [shards] (the targets of a move)
 
-    async def open_store(self, fence: Any) -> Any:
+    async def open_store(self, fence: Any, backlog_bytes: int | None = None) -> Any:
         from xmpp_queue.storage.shard_backend import open_shard_store
 
-        return await open_shard_store(self.url, fence, self.domain)
+        return await open_shard_store(self.url, fence, self.domain, backlog_bytes)
 
     def guard(self, store: Any, mover: Any) -> Any:
         from xmpp_queue.xmpp.redirect import PlacementGuard

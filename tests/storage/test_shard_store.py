@@ -127,3 +127,16 @@ async def test_a_shard_that_lost_its_lease_cannot_commit(pg: str) -> None:
             await store.close()
         for lease in (old, new, other):
             await lease.close()
+
+
+async def test_a_shard_store_keeps_the_backlog_budget_it_is_given(pg: str) -> None:
+    """``[database] backlog_memory_mb`` reaches a shard's store as it reaches an
+    unsharded one (the memory for whole waiting items)."""
+    given = await open_shard_store(pg, None, P0, backlog_bytes=3 * 1024 * 1024)
+    default = await open_shard_store(pg, None, P1)
+    try:
+        assert given.budget.limit == 3 * 1024 * 1024
+        assert default.budget.limit is not None and default.budget.limit > given.budget.limit
+    finally:
+        await given.close()
+        await default.close()

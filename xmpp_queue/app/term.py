@@ -42,7 +42,7 @@ def _redacted(url: str) -> str:
 class ShardTerm(Protocol):
     """What a shard's term adds (``sharding.py``): its own store, its placement guard."""
 
-    async def open_store(self, fence: Any) -> Any: ...
+    async def open_store(self, fence: Any, backlog_bytes: int | None = None) -> Any: ...
 
     def guard(self, store: Any, mover: Any) -> Any: ...
 
@@ -78,13 +78,12 @@ async def serve_term(
     # Renew from the start: loading a large store may take longer than a term.
     keeper = asyncio.ensure_future(lease.keep()) if lease is not None else None
     try:
+        backlog_bytes = settings.database.backlog_memory_mb * 1024 * 1024
         if shard is not None:
-            state_store = await shard.open_store(fence)
+            state_store = await shard.open_store(fence, backlog_bytes)
         else:
             state_store = await StateStore.open(
-                settings.database.url,
-                fence,
-                backlog_bytes=settings.database.backlog_memory_mb * 1024 * 1024,
+                settings.database.url, fence, backlog_bytes=backlog_bytes
             )
     except BaseException:
         if keeper is not None:

@@ -245,8 +245,13 @@ class ShardBackend(PostgresBackend):
         return head + super()._plan(flush)
 
 
-async def open_shard_store(url: str, fence: Fence | None, shard: str) -> Any:
-    """A :class:`StateStore` holding *shard*'s nodes only (see the module docstring)."""
+async def open_shard_store(
+    url: str, fence: Fence | None, shard: str, backlog_bytes: int | None = None
+) -> Any:
+    """A :class:`StateStore` holding *shard*'s nodes only (see the module docstring);
+    *backlog_bytes* is the memory for whole waiting items (``[database]
+    backlog_memory_mb``; None: the store's default)."""
+    from xmpp_queue.storage.backlog import DEFAULT_BUDGET
     from xmpp_queue.storage.store import StateStore
 
     backend = ShardBackend(url, fence, shard)
@@ -256,6 +261,6 @@ async def open_shard_store(url: str, fence: Fence | None, shard: str) -> Any:
         await backend.close()
         raise
     log.info("event=store_loaded shard=%s nodes=%d", shard, len(state.nodes))
-    store = StateStore(backend, state)
+    store = StateStore(backend, state, DEFAULT_BUDGET if backlog_bytes is None else backlog_bytes)
     store.start_id_fill()
     return store
