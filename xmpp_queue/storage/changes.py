@@ -126,6 +126,7 @@ class ChangeSet:
         "_below",
         "affiliations",
         "dropped",
+        "earlier",
         "events",
         "items",
         "nodes",
@@ -147,6 +148,9 @@ class ChangeSet:
         # Retained items (``NodeState.retained``), recorded like ``items``.
         self.retained: dict[ItemKey, Item | None] = {}
         self.events: list[LedgerEvent] = []
+        # The ledger rows of the commit still in flight below this one (the
+        # commit pipeline, ``inflight.py``): pending too, for the dedup window.
+        self.earlier: list[LedgerEvent] = []
         self._below: list[_Level] = []
 
     def __bool__(self) -> bool:
@@ -163,8 +167,9 @@ class ChangeSet:
 
     def finished_pending(self, node_id: str, item_id: str, since: datetime) -> bool:
         """Whether this transaction's (not yet committed) ledger rows ack or retract
-        *item_id* at or after *since*: the dedup window before the commit."""
-        for event in reversed(self.events):
+        *item_id* at or after *since*: the dedup window before the commit (this
+        transaction's rows and those of the commit in flight before it)."""
+        for event in (*reversed(self.events), *reversed(self.earlier)):
             if (
                 event.item_id == item_id
                 and event.node == node_id
@@ -173,6 +178,18 @@ class ChangeSet:
             ):
                 return True
         return False
+
+    def detach(self) -> ChangeSet:
+        """Hand the records to a new change set (a commit in flight keeps them
+        to undo itself) and start afresh, as after a commit."""
+        if self._below:
+            raise RuntimeError("a savepoint is still open")
+        handed = ChangeSet(self.state)
+        handed.nodes, handed.dropped, handed.purged = self.nodes, self.dropped, self.purged
+        handed.items, handed.subs, handed.affiliations = self.items, self.subs, self.affiliations
+        handed.retained, handed.events = self.retained, self.events
+        self.clear()
+        return handed
 
     # --- savepoints ----------------------------------------------------------------------
 

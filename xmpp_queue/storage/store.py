@@ -62,9 +62,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from xmpp_queue.core.ledger import FINISHED
+from xmpp_queue.core.ledger import FINISHED, EventKind, LedgerEvent
 from xmpp_queue.core.ports import (
     AffiliationRepository,
     EventLedger,
@@ -77,6 +78,7 @@ from xmpp_queue.core.ports import (
 )
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
 from xmpp_queue.storage.changes import ChangeSet, Flush
+from xmpp_queue.storage.inflight import InFlight, durable_now
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
     ItemsRepo,
@@ -107,22 +109,23 @@ class StateTransaction:
         self.affiliations: AffiliationRepository = AffiliationsRepo(state, self.changes)
         self.subscriptions: SubscriptionRepository = SubscriptionsRepo(state, self.changes)
         self.items: ItemRepository = ItemsRepo(state, self.changes, store.backend)
-        self.ledger: EventLedger = LedgerRepo(self.changes, store.backend)
+        self.ledger: EventLedger = LedgerRepo(self.changes, _AfterInFlight(store))
 
     def savepoint(self) -> Savepoint:
         """One operation's mark: its changes can be undone alone (per-operation undo)."""
         return self.changes.savepoint()
 
+    async def hand_off(self) -> asyncio.Future[None]:
+        """Start writing what changed; the future resolves once it is durable.
+
+        Waits for the commit in flight first (one at a time); raises, with
+        this transaction's changes undone, if that commit failed."""
+        return await self._store.hand_off(self)
+
     async def commit(self) -> None:
-        """Write what changed and commit; on failure memory is rolled back."""
-        changes = self.changes
-        if not changes:
-            return
-        flush = changes.plan()
-        if flush.empty():
-            changes.clear()
-            return
-        await self._store.write(flush, changes)
+        """Write what changed and wait until durable; on failure memory is rolled back."""
+        durable = await self.hand_off()
+        await asyncio.shield(durable)
 
     def rollback(self) -> None:
         if self.changes:
@@ -139,6 +142,7 @@ class StateStore:
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
+        self._inflight: InFlight | None = None  # the commit being written (inflight.py)
         self._closed = False
         self.health = WriteHealth()
 
@@ -188,13 +192,67 @@ class StateStore:
             if self._reload:
                 await self._reload_state()
             tx = StateTransaction(self, self._state)
+            self._build_on_inflight(tx)
             try:
                 yield tx
             finally:
-                tx.rollback()  # whatever was not committed (nothing, after a commit)
+                tx.rollback()  # whatever was not handed off (nothing, after a commit)
+                self._leave_inflight()
 
-    async def write(self, flush: Flush, changes: ChangeSet) -> None:
-        """Write *flush* (the plan of *changes*); roll memory back if it fails.
+    def _build_on_inflight(self, tx: StateTransaction) -> None:
+        """*tx* runs on top of the commit in flight: if that commit fails, *tx*
+        undoes itself and then it (newest first), see ``inflight.py``."""
+        c = self._inflight
+        if c is not None:
+            c.dependent = True
+            tx.changes.earlier = c.flush.events
+
+    def _leave_inflight(self) -> None:
+        """The running transaction ended (its own changes undone or handed off):
+        a failed commit below it can be undone now, a later failure undoes itself."""
+        c = self._inflight
+        if c is None:
+            return
+        c.dependent = False
+        if c.failed is not None:
+            self._undo(c)
+
+    async def settled(self) -> None:
+        """Wait until no commit is in flight (ledger reads must see its rows)."""
+        c = self._inflight
+        if c is not None and not c.settled():
+            await asyncio.wait([c.done])
+
+    async def hand_off(self, tx: StateTransaction) -> asyncio.Future[None]:
+        """Plan *tx*'s changes and start writing them after the commit in flight.
+
+        The returned future resolves when they are durable, or fails (memory
+        then holds the last durable state, see ``inflight.py``)."""
+        base = self._inflight
+        if base is not None:
+            if not base.settled():
+                await asyncio.wait([base.done])  # cancellable: the write goes on
+            if base.failed is not None:
+                tx.rollback()
+                self._undo(base)
+                raise base.failed
+        changes = tx.changes
+        if not changes:
+            return durable_now()
+        flush = changes.plan()
+        if flush.empty():
+            changes.clear()
+            return durable_now()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(_retrieve)
+        c = InFlight(changes.detach(), flush, done, dependent=True)  # tx may go on
+        changes.earlier = flush.events
+        self._inflight = c
+        c.task = asyncio.ensure_future(self._write(c))
+        return done
+
+    async def _write(self, c: InFlight) -> None:
+        """Write *c*'s plan; settle it (durable, or failed and undone).
 
         A write the database surely did not commit (the connection was lost
         before COMMIT) is written again on a new connection for up to
@@ -203,40 +261,54 @@ class StateStore:
         A failure of the COMMIT itself is not retried (the database may hold it:
         reload, see the module docstring)."""
         while True:
+            writing = asyncio.ensure_future(self.backend.write(c.flush))
+            self._writing = writing
             try:
-                await self._write_once(flush, changes)
-            except _Retry:
-                await asyncio.sleep(self.health.retry_delay())
-                continue
+                # Shielded: a cancelled store task must not abandon a write that
+                # may still commit, or memory and database would part ways unseen.
+                await asyncio.shield(writing)
+            except FlushFailed as failed:
+                if self.health.failed(failed.error, failed.maybe_committed):
+                    await asyncio.sleep(self.health.retry_delay())
+                    continue
+                self._fail(c, failed.error, failed.maybe_committed)
+                return
+            except asyncio.CancelledError as exc:
+                self._fail(c, exc, maybe_committed=True)  # the write goes on: reload
+                raise
+            except Exception as exc:  # a bug below the backend's own handling
+                self._fail(c, exc, maybe_committed=False)
+                return
+            finally:
+                if writing.done():
+                    self._writing = None
             break
         self.health.written()
-        changes.clear()
+        c.changes.clear()
         if self.backend.keeps_payloads:
-            self._state.cool(flush.item_upserts)
-        self._note_finished(flush)
+            self._state.cool(c.flush.item_upserts)
+        self._note_finished(c.flush)
+        if self._inflight is c:
+            self._inflight = None
+        c.done.set_result(None)
 
-    async def _write_once(self, flush: Flush, changes: ChangeSet) -> None:
-        writing = asyncio.ensure_future(self.backend.write(flush))
-        self._writing = writing
-        try:
-            # Shielded: a cancelled caller must not abandon a write that may
-            # still commit, or memory and database would part ways unseen.
-            await asyncio.shield(writing)
-        except FlushFailed as failed:
-            if self.health.failed(failed.error, failed.maybe_committed):
-                raise _Retry from None
-            changes.rollback()
-            if failed.maybe_committed:
-                self._reload = True
-                log.warning("event=commit_uncertain action=reload_at_next_transaction")
-            raise failed.error from None
-        except asyncio.CancelledError:
-            changes.rollback()
-            self._reload = True  # the write goes on; its outcome decides, reload then
-            raise
-        finally:
-            if writing.done():
-                self._writing = None
+    def _fail(self, c: InFlight, error: BaseException, maybe_committed: bool) -> None:
+        c.failed, c.maybe_committed = error, maybe_committed
+        if not c.dependent:
+            self._undo(c)  # else the transaction on top undoes itself, then this
+        c.done.set_exception(error)
+
+    def _undo(self, c: InFlight) -> None:
+        """Put memory back as it was before *c* (nothing may run on top of it)."""
+        if self._inflight is c:
+            self._inflight = None
+        if c.undone:
+            return
+        c.undone = True
+        c.changes.rollback()
+        if c.maybe_committed:
+            self._reload = True
+            log.warning("event=commit_uncertain action=reload_at_next_transaction")
 
     def _note_finished(self, flush: Flush) -> None:
         """Committed acks and retracts enter their node's dedup window."""
@@ -263,6 +335,7 @@ class StateStore:
             return
         self._closed = True
         async with self._lock:
+            await self.settled()
             if self._writing is not None:
                 try:
                     await self._writing
@@ -271,8 +344,26 @@ class StateStore:
             await self.backend.close()
 
 
-class _Retry(Exception):
-    """The write failed in a way that is safe and worth repeating (internal)."""
+class _AfterInFlight:
+    """The backend's ledger reads, after the commit in flight settled: its rows
+    are neither in the database yet nor among the reading transaction's own."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        await self._store.settled()
+        return await self._store.backend.ledger_count(node_id, kind, since)
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
+        await self._store.settled()
+        return await self._store.backend.ledger_events(node_id)
+
+
+def _retrieve(done: asyncio.Future[None]) -> None:
+    """Mark a failed commit's error as seen (its waiters may all be gone)."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _conforms(store: StateStore) -> Store:
