@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 
 from slixmpp import Iq
 
-from xmpp_queue.config import DEFAULT_ITEMS_PAGE_SIZE, DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 from xmpp_queue.core.model import SYSTEM, NodeConfig, PageRequest
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.settings import DEFAULT_ITEMS_PAGE_SIZE, DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 from xmpp_queue.storage.store import StateStore
 from xmpp_queue.xmpp.wire_size import items_reply_text
 

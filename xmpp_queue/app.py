@@ -36,11 +36,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from xmpp_queue.config import Settings
 from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.observe import ObservedStore
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
+from xmpp_queue.settings import Settings
 
 if TYPE_CHECKING:
     from xmpp_queue.runtime.outbox import Outbox

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from xmpp_queue import __version__
-from xmpp_queue.config import LOG_LEVELS, ConfigError, Settings, load_config
+from xmpp_queue.config import load_config
+from xmpp_queue.config_error import ConfigError
+from xmpp_queue.settings import LOG_LEVELS, Settings
 
 log = logging.getLogger("xmpp_queue.cli")
 

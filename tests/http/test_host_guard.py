@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 
 from tests.kit.http import TOKEN, Ops
-from xmpp_queue.config import ConfigError, parse_config
+from xmpp_queue.config import parse_config
+from xmpp_queue.config_error import ConfigError
 from xmpp_queue.http.server import OpsServer
 
 PATHS = ("/", "/queue?node=jobs", "/api/queues", "/api/queue?node=jobs", "/metrics", "/healthz")

@@ -37,8 +37,8 @@ from tests.integration.queue_helpers import (
     unlock_iq,
 )
 from tests.kit.integration import COMPONENTS, PASSWORD, USERS, _start
-from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 from xmpp_queue.servers import PrivateProsody
+from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 
 PROSODY_DEFAULT = 512 * 1024  # mod_component's component_stanza_size_limit default
 CEILING = DEFAULT_MAX_STANZA_SIZE - STANZA_ENVELOPE  # the largest payload allowed

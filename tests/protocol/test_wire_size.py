@@ -36,10 +36,10 @@ from tests.kit.stanzas import (
     pubsub,
     submit,
 )
-from xmpp_queue.config import STANZA_ENVELOPE
 from xmpp_queue.core.model import ItemPage, NodeConfig, new_item
 from xmpp_queue.core.service import ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.settings import STANZA_ENVELOPE
 from xmpp_queue.xmpp.component import QueueComponent
 from xmpp_queue.xmpp.requests import MAX_DEPTH
 from xmpp_queue.xmpp.wire_size import items_reply_text

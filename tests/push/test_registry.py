@@ -278,7 +278,8 @@ async def test_not_a_queue_is_refused(database: str, receiver: tuple[Receiver, s
 
 
 def test_push_config_section_reads_and_refuses_bad_values() -> None:
-    from xmpp_queue.config import ConfigError, parse_config
+    from xmpp_queue.config import parse_config
+    from xmpp_queue.config_error import ConfigError
 
     base = {"component": {"jid": "queue.example.org", "secret": "s"}}
     settings = parse_config(

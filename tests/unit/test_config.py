@@ -7,14 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xmpp_queue.config import (
-    DEFAULT_DATABASE_URL,
-    ConfigError,
-    Settings,
-    load_config,
-    parse_config,
-)
+from xmpp_queue.config import load_config, parse_config
+from xmpp_queue.config_error import ConfigError
 from xmpp_queue.core.model import NodeConfig
+from xmpp_queue.settings import DEFAULT_DATABASE_URL, Settings
 
 REPO = Path(__file__).resolve().parents[2]
 

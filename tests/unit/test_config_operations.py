@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from xmpp_queue.config import (
-    DEFAULT_HTTP_PORT,
-    ConfigError,
-    HttpSettings,
-    load_config,
-    parse_config,
-)
+from xmpp_queue.config import load_config, parse_config
+from xmpp_queue.config_error import ConfigError
 from xmpp_queue.logjson import JsonFormatter, fields_of
+from xmpp_queue.settings import DEFAULT_HTTP_PORT, HttpSettings
 
 REPO = Path(__file__).resolve().parents[2]
 COMPONENT = '[component]\njid = "queue.example.org"\nsecret = "s"\n'

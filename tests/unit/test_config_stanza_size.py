@@ -12,12 +12,9 @@ from pathlib import Path
 import pytest
 
 from xmpp_queue.app import service_settings
-from xmpp_queue.config import (
-    DEFAULT_MAX_STANZA_SIZE,
-    STANZA_ENVELOPE,
-    ConfigError,
-    parse_config,
-)
+from xmpp_queue.config import parse_config
+from xmpp_queue.config_error import ConfigError
+from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE
 
 PROSODY_COMPONENT_DEFAULT = 512 * 1024  # mod_component: component_stanza_size_limit
 BASE = '[component]\njid = "queue.example.org"\nsecret = "s"\n'

@@ -39,13 +39,13 @@ from slixmpp.xmlstream.handler import CoroutineCallback
 from slixmpp.xmlstream.matcher import MatchXPath, StanzaPath
 from slixmpp.xmlstream.matcher.base import MatcherBase
 
-from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.core.effects import Effect, ItemNotice, Outcome
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.core.service_access import ServiceAccessDenied
 from xmpp_queue.runtime.outbox import Outbox
 from xmpp_queue.runtime.presence import PresenceTracker, SubscriberRelease
+from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.slixmpp_seam import SeamComponent, install_handshake_redaction
 from xmpp_queue.xmpp import render, stanzas, wire_size
 from xmpp_queue.xmpp.disco import DiscoProvider

@@ -21,12 +21,12 @@ from functools import lru_cache
 
 from slixmpp import Iq, Message
 
-from xmpp_queue.config import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.errors import BadRequest, InvalidPayload, PubSubError
 from xmpp_queue.core.model import Actor, SubscriptionState
 from xmpp_queue.core.node_config import parse_subscribe_options
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE
 from xmpp_queue.xmpp import errors, forms, render, wire_size
 from xmpp_queue.xmpp import requests as rq
 from xmpp_queue.xmpp.stanzas import (
