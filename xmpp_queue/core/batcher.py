@@ -9,7 +9,13 @@ one transaction, then commits once for the whole burst. This gives:
 - serialisation: operations never interleave, so a check-then-write inside an
   operation cannot race another one (ack versus timeout loses cleanly);
 - commit-before-effects: a caller gets its result (and the notifications to
-  send) only after the transaction holding its change committed.
+  send) only after the transaction holding its change committed;
+- pipelining: while batch N's commit is being written (the fsync), batch N+1's
+  operations already run against memory, each in its savepoint; N+1 is handed
+  to the store when N settled (one commit in flight, ``storage/inflight.py``),
+  and its callers are answered when N+1 is durable, after N's: a publish that
+  arrives during a commit waits for that commit's end and its own, not for the
+  commit in flight before its operation even starts.
 
 All or nothing, per operation: each operation runs inside its own savepoint
 of the shared transaction. Whatever it raises (a :class:`PubSubError`, a bug,
@@ -18,7 +24,8 @@ changes (state and ledger rows) are undone and its effects are dropped; the
 caller gets the exception and the rest of the batch commits. This is enforced
 by the store, not by the order of lines in the service. A commit that fails
 (disk full, database gone) fails every operation of the batch: the store has
-put memory back to the last commit, and no caller is told it succeeded. (A
+put memory back to the last commit, and no caller is told it succeeded; the
+batch built on it fails too (its changes rest on the failed ones). (A
 lost database connection is retried below us: the store writes the batch again
 on a new connection when the database surely did not commit it.)
 """

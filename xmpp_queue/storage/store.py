@@ -22,6 +22,10 @@ How one transaction works (``changes`` has the details):
 
 - transactions are serialised by an :class:`asyncio.Lock` (the commit batcher
   runs one at a time anyway), so within one, memory is the truth;
+- a transaction hands its changes off (:meth:`StateTransaction.hand_off`) and
+  the lock is free while they are written: the next transaction runs on top of
+  them, and hands off only after that write settled (the commit pipeline, one
+  commit in flight: ``inflight.py``). ``commit()`` is a hand-off awaited;
 - each write changes memory at once and records the key's original value;
 - :meth:`StateTransaction.commit` writes the difference between the
   originals and memory: deletes, then upserts (nodes before their children),
@@ -31,7 +35,8 @@ How one transaction works (``changes`` has the details):
   it back undoes that operation alone (state and ledger rows), so a refused
   or failed operation changes nothing while its batch commits the rest;
 - leaving the block without commit, or a commit that raised, puts every
-  original back, so memory equals the database again. When the failure came
+  original back, so memory equals the database again (a failed commit with a
+  transaction on top: that one's originals first, then the failed one's). When the failure came
   with the COMMIT itself (the database may have committed after all, say a
   connection lost mid-commit), the next transaction reloads everything from
   the database instead of trusting either side.
