@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from xmpp_queue.app import new_id, utc_now  # noqa: E402
+from xmpp_queue.app.core_inputs import new_id, utc_now  # noqa: E402
 from xmpp_queue.core.limits import Limits  # noqa: E402
 from xmpp_queue.core.model import AccessModel, Actor  # noqa: E402
 from xmpp_queue.core.ports import Store  # noqa: E402

@@ -35,7 +35,7 @@ if str(REPO) not in sys.path:
 
 from service_throughput import NODE, PUBLISHER, QUEUE_FORM, Flow, open_store  # noqa: E402
 
-from xmpp_queue.app import new_id, utc_now  # noqa: E402
+from xmpp_queue.app.core_inputs import new_id, utc_now  # noqa: E402
 from xmpp_queue.core.model import SYSTEM, AccessModel, Actor  # noqa: E402
 from xmpp_queue.core.observe import ObservedStore  # noqa: E402
 from xmpp_queue.core.service import PubSubService, ServiceSettings  # noqa: E402

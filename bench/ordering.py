@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from xmpp_queue.app import utc_now  # noqa: E402
+from xmpp_queue.app.core_inputs import utc_now  # noqa: E402
 from xmpp_queue.core.effects import ItemNotice  # noqa: E402
 from xmpp_queue.core.limits import Limits  # noqa: E402
 from xmpp_queue.core.model import Actor, Affiliation, NewItem  # noqa: E402

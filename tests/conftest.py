@@ -13,6 +13,10 @@ import pytest
 
 from tests.kit import pg
 
+# Fixtures more than one directory uses (servers, the component process): defined in
+# the kit, registered here once, so no test module imports them from a conftest.
+pytest_plugins = ["tests.kit.server_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def pg_url() -> str:

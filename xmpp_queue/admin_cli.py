@@ -61,6 +61,7 @@ from slixmpp.exceptions import IqError, IqTimeout
 from xmpp_queue.admin_cli_items import ITEM_SUBCOMMANDS, add_item_commands, plan_item
 from xmpp_queue.admin_cli_push import PUSH_SUBCOMMANDS, add_push_commands, plan_push
 from xmpp_queue.admin_cli_replay import REPLAY_SUBCOMMANDS, add_replay_commands, plan_replay
+from xmpp_queue.admin_cli_shards import EVERY_QUEUE, run_on_every_shard, service_for
 from xmpp_queue.admin_client import AdminClient, UsageError, login_from_config
 from xmpp_queue.admin_output import dumps, print_reply, reply_json, status_of
 from xmpp_queue.client.account import Account, split_server
@@ -289,6 +290,9 @@ async def run(args: argparse.Namespace) -> int:
                 for n, name in found:
                     print(f"{n:28} {name}")
             return EXIT_OK
+        if args.action in EVERY_QUEUE and bool(getattr(args, "shards", None)):
+            return await run_on_every_shard(xmpp, args, node, answers)
+        service = await service_for(xmpp, args, service, answers)  # sharded: the shard
         reply = await xmpp.run(service, node, answers)
         if args.json:
             print(dumps(reply_json(node, reply)))

@@ -19,16 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tomllib
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slixmpp import ClientXMPP, Iq
+from slixmpp import JID, ClientXMPP, Iq
+from slixmpp.exceptions import IqError
 from slixmpp.plugins.xep_0004 import Form
 
 from xmpp_queue.client.account import Account
+from xmpp_queue.core.placement import parse_node_uri
 
 TIMEOUT = 15.0
+STANZAS = "urn:ietf:params:xml:ns:xmpp-stanzas"
+PUBSUB = "http://jabber.org/protocol/pubsub"
 ADMIN_KEYS = ("jid", "password", "password_file", "server", "plain")
 
 Answers = Sequence[Mapping[str, str | list[str]]]
@@ -90,6 +95,31 @@ class AdminClient(ClientXMPP):
     async def stop(self) -> None:
         await self.disconnect()
 
+    async def service_of(self, service: str, node: str) -> str:
+        """The service that holds queue *node*: a sharded service's directory
+        answers with a redirect to the node's shard (docs/scaling.md); any other
+        answer means *service* itself."""
+        try:
+            await self.plugin["xep_0030"].get_info(jid=JID(service), node=node, timeout=TIMEOUT)
+        except IqError as exc:
+            return _redirect(exc) or service
+        return service
+
+    async def place_new(self, service: str, node: str) -> str:
+        """The shard a sharded service's directory places the new *node* on (a pubsub
+        create sent to the directory places the name and redirects)."""
+        request = self.make_iq_set(ito=JID(service))
+        pubsub = ET.SubElement(request.xml, f"{{{PUBSUB}}}pubsub")
+        ET.SubElement(pubsub, f"{{{PUBSUB}}}create", {"node": node})
+        try:
+            await request.send(timeout=TIMEOUT)
+        except IqError as exc:
+            found = _redirect(exc)
+            if found is not None:
+                return found
+            raise
+        return service
+
     async def commands(self, service: str) -> list[tuple[str, str]]:
         """(node, name) of each command the service offers this account."""
         reply = await self.plugin["xep_0050"].get_commands(service, timeout=TIMEOUT)
@@ -127,6 +157,19 @@ class AdminClient(ClientXMPP):
         return reply
 
 
+def _redirect(exc: IqError) -> str | None:
+    """The service a redirect (or gone) error points to (RFC 6120: an xmpp: URI)."""
+    error = exc.iq["error"]
+    if error["condition"] not in ("redirect", "gone"):
+        return None
+    found = error.xml.find(f"{{{STANZAS}}}{error['condition']}")
+    uri = (found.text if found is not None else None) or error["text"] or ""
+    try:
+        return parse_node_uri(uri)[0]
+    except ValueError:
+        return None
+
+
 def submit(values: Mapping[str, str | list[str]]) -> Form:
     form = Form()
     form["type"] = "submit"
@@ -154,6 +197,9 @@ def login_from_config(args: argparse.Namespace) -> None:
             f"{path}: admin.{unknown[0]}: unknown key (expected {', '.join(ADMIN_KEYS)})"
         )
     component: Any = data.get("component", {})
+    shards: Any = data.get("shards", {})
+    if not args.service and isinstance(shards, dict):  # the public name: the directory
+        args.shards = tuple(shards.get("domains") or ())
     args.service = args.service or (component.get("jid") if isinstance(component, dict) else None)
     args.jid = args.jid or admin.get("jid")
     if not args.password:

@@ -42,6 +42,7 @@ from xmpp_queue.settings import (
     PushSettings,
     QueueSettings,
     Settings,
+    ShardSettings,
 )
 
 
@@ -98,6 +99,9 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
             f"{component.max_payload_ceiling} with component.max_stanza_size = "
             f"{component.max_stanza_size} ({STANZA_ENVELOPE} bytes are kept for the envelope)",
         )
+    shards = ShardSettings(**_section(data, "shards")) if "shards" in data else None
+    if shards is not None and component.jid in shards.domains:
+        raise ConfigError("shards.domains", "the public name (component.jid) is not a shard")
     access = _section(data, "access")
     home = (parent_domain(component.jid),)
     access.setdefault("users", home)
@@ -112,6 +116,7 @@ def parse_config(data: Mapping[str, Any], source: Path | None = None) -> Setting
         logging=LoggingSettings(**_section(data, "logging")),
         http=http,
         push=PushSettings(**_section(data, "push")),
+        shards=shards,
         pipeline=MappingProxyType(dict(pipeline)),
         source=source,
     )

@@ -82,6 +82,15 @@ def _component_jid(key: str, value: object) -> str:
     return str(jid.domain)
 
 
+def _shard_domains(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(key, f"expected a list of component domains, got {show(value)}")
+    domains = tuple(_component_jid(f"{key}[{i}]", v) for i, v in enumerate(value))
+    if len(set(domains)) != len(domains):
+        raise ConfigError(key, "a domain is listed twice")
+    return domains
+
+
 def _bare_jid(key: str, value: object) -> str:
     jid = _parse_jid(key, value)
     if not jid.user or jid.resource:
@@ -293,6 +302,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "request_timeout": _integer(1, 3600, "seconds"),
         "max_connections": _integer(1, 10_000),
     },
+    "shards": {"domains": _shard_domains, "per_process": _integer(1, 1000, "shards")},
 }
-REQUIRED = {"component": ("jid", "secret")}
+REQUIRED = {"component": ("jid", "secret"), "shards": ("domains",)}
 PASS_THROUGH = ("pipeline", "admin")  # validated by their own modules (admin: the CLI)

@@ -208,6 +208,20 @@ class PushSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardSettings:
+    """``[shards]``: the component domains that serve the nodes (docs/scaling.md).
+
+    ``[component] jid`` is then the public name, a directory that redirects to
+    the shard of each node. ``domains``: the shards (each declared on the XMPP
+    server with the component's secret); ``per_process``: how many shards one
+    process serves at most (the others wait as standbys for any shard).
+    """
+
+    domains: tuple[str, ...]
+    per_process: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """The whole file. ``source`` is where it was read from (None when built in code)."""
 
@@ -220,5 +234,6 @@ class Settings:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     http: HttpSettings | None = None
     push: PushSettings = field(default_factory=PushSettings)
+    shards: ShardSettings | None = None
     pipeline: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None

@@ -21,7 +21,7 @@ from tests.kit.admin import (
 )
 from xmpp_queue.admin.commands import AdminCommandSet
 from xmpp_queue.core.service import PubSubService
-from xmpp_queue.xmpp.requests import canonical_payload_text
+from xmpp_queue.xmpp.payloads import canonical_payload_text
 
 
 @pytest.fixture

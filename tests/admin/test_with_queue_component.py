@@ -1,4 +1,4 @@
-"""The admin commands on the real QueueComponent, wired as app.py wires them.
+"""The admin commands on the real QueueComponent, wired as app/term.py wires them.
 
 The other admin tests record effects as data; here they go through the glue's
 own sender (``send_outcome``), so a forced unlock reaches the holder as the

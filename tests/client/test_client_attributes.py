@@ -2,8 +2,8 @@
 the ``<item/>``, and the headers of every delivery path → ``job.attributes``.
 
 The other side of the wire is the service's own code, not a copy of it: what the
-client builds is read by ``xmpp.requests.item_content`` (the publish parser), and
-the notifications the client parses are written by ``xmpp.render`` (the text the
+client builds is read by ``xmpp.payloads.item_content`` (the publish parser), and
+the notifications the client parses are written by ``xmpp.text_render`` (the text the
 component sends for queue items, single and batched).
 """
 
@@ -21,8 +21,9 @@ from xmpp_queue.client.jobs import Job, JobRunner
 from xmpp_queue.core.attributes import RESERVED, schedule
 from xmpp_queue.core.effects import ItemNotice, NoticeItem
 from xmpp_queue.core.model import NodeConfig, Urgency
-from xmpp_queue.xmpp.render import items_result, notice_text
-from xmpp_queue.xmpp.requests import item_content
+from xmpp_queue.xmpp.iq_results import items_result
+from xmpp_queue.xmpp.payloads import item_content
+from xmpp_queue.xmpp.text_render import notice_text
 
 P = "{http://jabber.org/protocol/pubsub}"
 NOW = datetime(2026, 11, 25, 8, 0, 0, tzinfo=UTC)

@@ -47,8 +47,9 @@ async def ops(clock: FakeClock) -> AsyncIterator[Ops]:
         ping_database=lambda: store.ping(clock()),
         write_failure=lambda: None if store_writes.ok else store_writes.error,
     )
-    actions = DashboardActions(service, send, on_redrive=metrics.redrive_done)
     pushes = PushSubscriptions(service, Outbox(), LOOPBACK_PUSH, "queue.test")
+    await pushes.start()  # its HTTP client session, as app/term.py starts it
+    actions = DashboardActions(service, send, on_redrive=metrics.redrive_done, pushes=pushes)
     server = OpsServer(
         "127.0.0.1",
         0,

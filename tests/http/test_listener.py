@@ -281,3 +281,17 @@ async def test_the_affiliation_action_lets_a_worker_into_a_whitelisted_queue(ops
     status, _ = await ops.post("/api/actions/affiliation", {**body, "affiliation": "none"}, TOKEN)
     assert status == 200
     assert carol not in {e.jid for e in await svc.get_node_affiliations(SYSTEM, "jobs")}
+
+
+async def test_metrics_count_the_items_a_bound_queues_filter_kept_out(ops: Ops) -> None:
+    """Issue 21's counter: ``xmpp_queue_filtered_total`` per bound queue, summed from
+    the ledger's ``filtered`` rows (one per committed batch, with a count)."""
+    svc = ops.service
+    await svc.create_node(OWNER, "billing", {})
+    await svc.set_node_affiliations(OWNER, "billing", [(PUB.bare, Affiliation.PUBLISHER)])
+    await _queue(svc, "eu", topic="billing", filter='attributes.region = "eu"')
+    for n, region in enumerate(["eu", "us", "us", "ap", "eu"]):
+        await svc.publish(PUB, "billing", f"e{n}", "<x/>", 4, attributes={"region": region})
+    _, text = await ops.get("/metrics")
+    assert value(text, "xmpp_queue_filtered_total", node="eu") == 3
+    assert value(text, "xmpp_queue_published_total", node="eu") == 2

@@ -349,6 +349,17 @@ class Inbox:
         """One IQ round trip to the service: what it sent us before is here after this."""
         await send(iq(self.client, f"<query xmlns='{DISCO_INFO}'/>", "get"))
 
+    async def take_resent(self, node: str, ids: Iterable[str], within: float = TIMEOUT) -> None:
+        """After a restart the service announces held items again (``delivery-resent``):
+        take exactly the notices of *ids* (the items this client holds) on *node*."""
+        expected = sorted(ids)
+
+        def resent(e: Event) -> bool:
+            return e.kind == "item" and e.node == node and "delivery-resent" in e.headers
+
+        got = sorted(e.item_id or "" for e in await self.collect(len(expected), resent, within))
+        assert got == expected, f"{self.client.boundjid}: re-sent {got}, held {expected}"
+
     async def assert_none(self, pred: Predicate = lambda e: True) -> None:
         """Nothing matching *pred* was sent to this client (proved by :meth:`barrier`)."""
         await self.barrier()
@@ -546,6 +557,8 @@ class QueueWorker:
         self.uncertain: set[str] = set()  # acks that got no answer: committed or not?
         self.gone_on_retry: list[str] = []  # uncertain acks whose retry found no item
         self.frozen = False  # a hung worker: holds what it has, acks nothing more
+        self.taken: dict[str, str] = {}  # item -> the delivery attempt taken last
+        self.resent_ignored: list[str] = []  # re-sent notices of deliveries already taken
         self._tasks: set[asyncio.Task[None]] = set()
         self.inbox.listen(self._on_event)
 
@@ -563,6 +576,10 @@ class QueueWorker:
         if event.kind != "item" or not event.item_id:
             return
         item_id = event.item_id
+        if self.repeats(event):
+            self.resent_ignored.append(item_id)
+            return
+        self.taken[item_id] = event.headers.get("delivery-attempt", "")
         self.deliveries[item_id] += 1
         self.last_delivered_at[item_id] = event.received_at
         self.held.add(item_id)
@@ -572,6 +589,15 @@ class QueueWorker:
         task = asyncio.get_running_loop().create_task(self._work(item_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def repeats(self, event: Event) -> bool:
+        """A notice the service sent again after a restart (``delivery-resent``) for the
+        delivery this worker took last: not new work (as the client library judges)."""
+        return (
+            "delivery-resent" in event.headers
+            and event.item_id in self.taken
+            and self.taken[event.item_id] == event.headers.get("delivery-attempt", "")
+        )
 
     async def _work(self, item_id: str) -> None:
         await asyncio.sleep(random.uniform(*self.work_time))  # simulated work

@@ -252,3 +252,139 @@ async def test_dashboard_in_chromium(
     message = await off_loop(browser.find_element, By.ID, "message")
     assert "unlocked item 'order-1'" in message.text
     steady.stop()
+
+
+PUSH = {
+    "allowed_hosts": ["127.0.0.1"],
+    "allowed_networks": ["127.0.0.0/8"],
+    "allow_http": True,
+    "request_timeout": 5,
+}
+HMAC_SECRET = "browser-hmac-secret-5c1e"
+
+
+def push_rows(driver: Any) -> list[dict[str, str]]:
+    """The push table's rows as {id, url, auth, max} (none: the empty row)."""
+    from selenium.webdriver.common.by import By
+
+    rows = []
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#push tbody tr.push"):
+        cells = [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        rows.append({"id": cells[0], "url": cells[1], "auth": cells[2], "max": cells[3]})
+    return rows
+
+
+def fill_push_form(driver: Any, url: str, auth: str, secret: str, most: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    box = driver.find_element(By.ID, "push-url")
+    box.clear()
+    box.send_keys(url)
+    Select(driver.find_element(By.ID, "push-auth")).select_by_value(auth)
+    if secret:
+        driver.find_element(By.ID, "push-secret").send_keys(secret)
+    count = driver.find_element(By.ID, "push-max")
+    count.clear()
+    count.send_keys(most)
+    driver.find_element(By.CSS_SELECTOR, "#push-add button[type=submit]").click()
+
+
+async def test_push_subscription_added_and_removed_in_chromium(
+    browser: Any, component: ComponentFactory, client: ClientFactory, tmp_path: Path
+) -> None:
+    """Issue 22: an admin adds a push subscription from the queue page (a refused
+    endpoint shows the [push] rule that refused it), sees it listed with its secret
+    masked, the receiver gets a published item signed with that secret, and the
+    Remove button ends it."""
+    import hmac as hmac_module
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    from tests.kit.push import Receiver
+
+    receiver = await Receiver().start()
+    try:
+        proc = await component(http={"listen": "127.0.0.1:0", "admin_token": TOKEN}, push=PUSH)
+        pub = await client("pub")
+        node = await create_queue(pub, "hooks", queue_retry_delay=0)
+        await off_loop(browser.get, f"{proc.http_base()}/queue?node={node}")
+        await off_loop(wait_for, browser, lambda d: d.find_element(By.ID, "token"), "sign-in")
+        # Read-only until signed in: no form.
+        assert not await off_loop(lambda: browser.find_element(By.ID, "push-add").is_displayed())
+        token_box = await off_loop(browser.find_element, By.ID, "token")
+        await off_loop(token_box.send_keys, TOKEN + "\n")
+        await off_loop(
+            wait_for,
+            browser,
+            lambda d: d.find_element(By.ID, "push-add").is_displayed(),
+            "the push form",
+        )
+
+        # Refused by the [push] rules: the page names the rule; nothing is listed.
+        await off_loop(fill_push_form, browser, "http://10.1.2.3/hook", "hmac", HMAC_SECRET, "2")
+        refusal = await off_loop(
+            wait_for,
+            browser,
+            lambda d: d.find_element(By.ID, "error").text,
+            "the refusal",
+        )
+        assert "push-add refused" in refusal and "not in [push] allowed_hosts" in refusal
+        assert await off_loop(push_rows, browser) == []
+
+        await off_loop(fill_push_form, browser, receiver.url, "hmac", HMAC_SECRET, "2")
+        [row] = await off_loop(wait_for, browser, push_rows, "the push subscription's row")
+        assert row["url"] == receiver.url and row["auth"] == "hmac ****" and row["max"] == "2"
+        message = await off_loop(browser.find_element, By.ID, "message")
+        assert f"added push subscription {row['id']}" in message.text
+        assert (
+            await off_loop(browser.find_element(By.ID, "push-secret").get_attribute, "value") == ""
+        )
+        await off_loop(
+            browser.execute_script,
+            "document.getElementById('push').scrollIntoView({block: 'center'})",
+        )
+        screenshot(browser, tmp_path, "dashboard-push.png")
+
+        # Published: the receiver gets the item, signed with the secret typed in.
+        item = await publish(pub, node, "hello-push")
+        await receiver.until(lambda seen: item in receiver.acked())
+        raw = receiver.bodies[0]
+        assert json.loads(raw)["id"] == item
+        sent = dict(
+            p.split("=", 1) for p in receiver.headers[0]["X-Xmpp-Queue-Signature"].split(",")
+        )
+        mac = hmac_module.new(HMAC_SECRET.encode(), sent["t"].encode() + b"." + raw, "sha256")
+        assert sent["v1"] == mac.hexdigest()
+
+        # Remove (after the confirmation), and it is gone from the page.
+        button = await off_loop(
+            browser.find_element, By.CSS_SELECTOR, f'#push tr.push[data-id="{row["id"]}"] button'
+        )
+        await off_loop(button.click)
+        await off_loop(lambda: browser.switch_to.alert.accept())
+        await off_loop(
+            wait_for,
+            browser,
+            lambda d: "no push subscriptions" in d.find_element(By.ID, "push").text,
+            "the push subscription to go",
+        )
+        message = await off_loop(browser.find_element, By.ID, "message")
+        assert f"removed push subscription {row['id']}" in message.text
+        source = await off_loop(lambda: browser.page_source)
+        log = proc.log_path.read_text()
+        assert HMAC_SECRET not in source and HMAC_SECRET not in log
+        # Removed means no more POSTs: the next item waits in the queue, on the page.
+        posts = len(receiver.seen)
+        later = await publish(pub, node, "after-removal")
+        state = f'#items tr.item[data-item="{later}"] td.state'
+        await off_loop(
+            wait_for,
+            browser,
+            lambda d: [e for e in d.find_elements(By.CSS_SELECTOR, state) if e.text == "waiting"],
+            "the next item waiting on the page",
+        )
+        assert len(receiver.seen) == posts
+    finally:
+        await receiver.stop()

@@ -6,19 +6,24 @@ without anyone adding a test. A block runs as a script of its own, in a
 subprocess, against a fresh component (its own SQLite database, default access
 rules: what a reader's server has), after its settings lines (``SERVICE``,
 ``PUBLISHER``, ``WORKER``, ``CONNECT``, each ``NAME = ...`` on a line of its own)
-are pointed at Prosody's accounts. A block that cannot run on its own says so
-with an HTML comment on the line before it, ``<!-- fragment: why -->``: it is only
+are pointed at Prosody's accounts; a ``LISTEN = (host, port)`` line (a script that
+serves HTTP, like the push receiver) is pointed at a free loopback port. A block
+that cannot run on its own says so with an HTML comment on the line before it,
+``<!-- fragment: why -->``: it is only
 compiled (a syntax error or a top-level ``await`` still fails).
 
-What a script must print, and what a script needs on the service before it runs
-(the worker example works a queue the publisher example fills), is in
-``EXPECTED``, keyed by a marker: a piece of text found in exactly one block.
+What a script must print, what a script needs on the service before it runs
+(the worker example works a queue the publisher example fills) and how the
+component is configured for it (the push example: a ``[push]`` table that lets the
+component POST to loopback), is in ``EXPECTED``, keyed by a marker: a piece of
+text found in exactly one block.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,7 +36,7 @@ from tests.kit.integration import REPO_ROOT, subprocess_env
 from xmpp_queue.client import Publisher, json_payload
 
 DOCS = ("client.md", "queueing.md")
-SETTINGS = ("SERVICE", "PUBLISHER", "WORKER", "CONNECT")
+SETTINGS = ("SERVICE", "PUBLISHER", "WORKER", "CONNECT", "LISTEN")
 FRAGMENT = re.compile(r"^<!--\s*fragment:\s*(?P<why>\S.*?)\s*-->$")
 OFFLINE = re.compile(r"^<!--\s*offline:\s*(?P<why>\S.*?)\s*-->$")
 SCRIPT_TIMEOUT = 60.0
@@ -119,6 +124,7 @@ Check = Callable[[str, Block], None]
 class Expected:
     setup: Setup | None = None
     check: Check | None = None
+    component: dict[str, Any] | None = None  # the component's config for this script
 
 
 async def ten_invoices(target: Target) -> None:
@@ -174,9 +180,25 @@ def single_active_example(out: str, block: Block) -> None:
     ], lines
 
 
-def topics_example(out: str, block: Block) -> None:
+def prints_what_the_guide_says(out: str, block: Block) -> None:
     printed = block.after.split("It prints:\n\n```\n", 1)[1].split("```", 1)[0]
     assert out == printed
+
+
+LOOPBACK_PUSH = {
+    "push": {
+        "allowed_hosts": ["127.0.0.1"],
+        "allowed_networks": ["127.0.0.0/8"],
+        "allow_http": True,
+    }
+}
+"""The ``[push]`` rules the push example's page names for a local try."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 EXPECTED: dict[str, Expected] = {
@@ -185,7 +207,8 @@ EXPECTED: dict[str, Expected] = {
     'create_queue("emails"': Expected(check=attributes_example),
     'create_queue(\n            "reports"': Expected(check=dedup_example),
     'create_queue("invoices", ordered=True': Expected(check=ordered_example),
-    'create_node("billing")': Expected(check=topics_example),
+    'create_node("billing")': Expected(check=prints_what_the_guide_says),
+    'add_push("webhooks"': Expected(check=prints_what_the_guide_says, component=LOOPBACK_PUSH),
     'create_queue("accounts", ordered=True': Expected(check=single_active_example),
 }
 
@@ -227,6 +250,8 @@ def point_at(code: str, values: dict[str, str], where: str) -> str:
     """*code* with each settings line it has set to the test server's value."""
     counts = {}
     for name in SETTINGS:
+        if name not in values:
+            continue
         code, counts[name] = re.subn(
             rf"^{name} = .*$", f"{name} = {values[name]}", code, flags=re.M
         )
@@ -260,7 +285,8 @@ async def test_the_guides_python_blocks_run_as_written(
         _, err = await asyncio.wait_for(process.communicate(), SCRIPT_TIMEOUT)
         assert process.returncode == 0, f"{block.id}: {err.decode()}"
         return
-    await component(server=prosody)
+    expected = expected_for(block)
+    await component(server=prosody, **(expected.component or {}))
     target = Target(
         accounts.component_jid,
         (f"pub@{prosody.domain}", accounts.password),
@@ -272,9 +298,9 @@ async def test_the_guides_python_blocks_run_as_written(
         "PUBLISHER": repr(target.publisher),
         "WORKER": repr(target.worker),
         "CONNECT": repr(target.connect),
+        "LISTEN": repr(("127.0.0.1", free_port())),
     }
     script = point_at(block.code, values, block.id)
-    expected = expected_for(block)
     if expected.setup is not None:
         await expected.setup(target)
     path = tmp_path / "example.py"

@@ -65,7 +65,12 @@ class KeyedWorker(QueueWorker):
         peers.append(self)
 
     def _on_event(self, event: Event) -> None:
-        if event.node == self.node and event.kind == "item" and event.item_id:
+        if (
+            event.node == self.node
+            and event.kind == "item"
+            and event.item_id
+            and not self.repeats(event)
+        ):
             key = event.headers.get("ordering-key", "")
             self.keys[event.item_id] = key
             others = {

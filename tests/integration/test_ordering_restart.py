@@ -38,6 +38,7 @@ async def test_a_kill_in_the_middle_of_a_key_keeps_its_order(
 
     proc.kill()  # A2 in flight, A3 waiting behind it
     await proc.astart()
+    await inbox.take_resent(node, ["A2", "B1"])  # announced again: the same locks
     await put(alice, node, "A4", **{"ordering-key": "A"})
     await inbox.assert_none(match("item", node))  # A2 still holds the key
     await send(retract_iq(w1, node, "A2"))  # the lock survived the crash

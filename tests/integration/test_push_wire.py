@@ -126,3 +126,38 @@ async def test_sigkill_with_pushes_in_flight_loses_nothing(
     # After the lock timeout every item comes back and is acked now.
     await rec.until(lambda seen: rec.acked() == {"k0", "k1", "k2"}, 40)
     assert all(s.attempt >= 2 for s in rec.seen if s.status == 204)
+
+
+async def test_an_owner_manages_push_subscriptions_from_the_client_library(
+    component: ComponentFactory, prosody: Any, accounts: Any, receiver: Receiver
+) -> None:
+    """``Publisher.add_push``/``push_subscriptions``/``remove_push``: the owner's own
+    commands from code; a refused endpoint raises the error that names the rule."""
+    from xmpp_queue.client import Publisher, json_payload
+    from xmpp_queue.client.errors import StanzaError
+
+    await component(push=PUSH, server=prosody)
+    async with Publisher(
+        f"pub@{prosody.domain}",
+        accounts.password,
+        accounts.component_jid,
+        host=prosody.host,
+        port=prosody.c2s_port,
+        allow_plain=True,
+    ) as pub:
+        await pub.create_queue("hooked", retry_delay=0)
+        with pytest.raises(StanzaError, match="not in \\[push\\] allowed_hosts"):
+            await pub.add_push("hooked", "http://10.1.2.3/hook", secret=SECRET)
+        assert await pub.push_subscriptions("hooked") == []
+        push_id = await pub.add_push("hooked", receiver.url, bearer=BEARER, max_in_flight=2)
+        [listed] = await pub.push_subscriptions("hooked")
+        assert (listed["id"], listed["url"], listed["auth"]) == (
+            push_id,
+            receiver.url,
+            "bearer ****",
+        )
+        await pub.publish("hooked", json_payload({"n": 1}), "h1")
+        await receiver.until(lambda seen: receiver.acked() == {"h1"})
+        assert receiver.headers[0]["Authorization"] == f"Bearer {BEARER}"
+        await pub.remove_push("hooked", push_id)
+        assert await pub.push_subscriptions("hooked") == []

@@ -11,7 +11,9 @@ hold fixtures only, and nothing imports from them.
 - ``admin``: the admin-command transcript and form readers;
 - ``http``: the HTTP suite's service operations;
 - ``ledger``: the pipeline suite's ledger rows and Spark check;
-- ``integration``: private servers, component processes and clients.
+- ``integration``: private servers, component processes and clients;
+- ``server_fixtures``: the server and component fixtures two suites use, registered
+  by ``tests/conftest.py`` (``pytest_plugins``), the kit's one module of fixtures.
 """
 
 from __future__ import annotations

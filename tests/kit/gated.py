@@ -15,7 +15,7 @@ import asyncio
 from typing import Any
 
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.store import StateStore
 
 

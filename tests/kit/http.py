@@ -4,6 +4,7 @@ Fixtures: tests/http/conftest.py.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,7 @@ LOOPBACK_PUSH = PushPolicy(
 
 
 def push_views(pushes: PushSubscriptions) -> Any:
-    """What app.py hands the listener: a queue's push subscriptions, masked."""
+    """What app/term.py hands the listener: a queue's push subscriptions, masked."""
 
     async def views(node: str) -> list[dict[str, str]]:
         return [p.view() for p in await pushes.list(SYSTEM, node)]
@@ -76,7 +77,10 @@ def build(
         clock,
         settings=ServiceSettings(
             NodeConfig(),
-            access=ServiceAccess.for_domain("example.org"),
+            # queue.test: the component's own domain, where push subscriptions live
+            access=dataclasses.replace(
+                ServiceAccess.for_domain("example.org"), own_domain="queue.test"
+            ),
             queue_access_model=AccessModel.OPEN,
         ),
     )

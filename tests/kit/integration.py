@@ -1,5 +1,6 @@
 """The integration suites' helpers: private Prosody/ejabberd, the component as a
-process, its config, the CLI, clients. Fixtures: tests/integration/conftest.py.
+process, its config, the CLI, clients. Fixtures: tests/kit/server_fixtures.py (servers,
+the component) and tests/integration/conftest.py.
 """
 
 from __future__ import annotations
@@ -38,7 +39,20 @@ SPARE_JID = "spare.localhost"
 SPARE_SECRET = "spare-secret"
 
 
-COMPONENTS = {COMPONENT_JID: COMPONENT_SECRET, SPARE_JID: SPARE_SECRET}
+SHARDED_JID = "shards.localhost"  # a sharded deployment's public name (the directory)
+
+
+SHARD_JIDS = tuple(f"p{n}.{SHARDED_JID}" for n in range(3))
+
+
+SHARDS_SECRET = "shards-secret"
+
+
+COMPONENTS = {
+    COMPONENT_JID: COMPONENT_SECRET,
+    SPARE_JID: SPARE_SECRET,
+    **dict.fromkeys((SHARDED_JID, *SHARD_JIDS), SHARDS_SECRET),
+}
 
 
 PASSWORD = "pass"

@@ -92,7 +92,7 @@ class Stream:
 
     def __init__(self, comp: QueueComponent, transport: FakeTransport, clock: FakeClock) -> None:
         self.comp = comp
-        # The timer is wired as app.py wires it: the component's outbox, started
+        # The timer is wired as app/term.py wires it: the component's outbox, started
         # by the first session.
         self.deadlines = DeadlineScheduler(comp.service, comp.outbox, clock)
         comp.add_event_handler("session_start", self.deadlines.connected)

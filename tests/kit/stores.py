@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from xmpp_queue.storage.store import StateStore
 
-TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes")
+TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes", "node_placement")
 
 
 async def empty_pg(url: str) -> None:

@@ -8,6 +8,12 @@ again while queued (a replace) and others are reused after an ack (a second
 lifecycle). Rows come out in time order with ids in that order, like the
 service's single writer appends them.
 
+Topics as the service records them: ``mail`` and ``reports/eu`` are queues bound
+to the topic ``billing`` (``jobs`` is not), so their ``published`` rows name it
+(a fan-out copy's reason), and a topic item a bound queue's filter kept out is
+counted, not listed: a ``filtered`` row with no item id, the count in
+``deliveries`` and the topic as reason (one per committed batch in the service).
+
 Details come as the service writes them: most published rows carry the
 publisher's attributes (a JSON object; some none at all), unlocks and expiries
 a failure reason (some nacks none), dead letters and drops theirs. They are
@@ -27,6 +33,8 @@ from xmpp_queue.core.ledger import EventKind as K
 START = datetime(2024, 3, 1, 10, 0, 0, tzinfo=UTC)
 NODES = ("jobs", "mail", "reports/eu")
 WORKERS = tuple(f"worker{i}@example.org/w" for i in range(1, 5))
+TOPIC_OF = {"mail": "billing", "reports/eu": "billing"}
+"""The queues bound to a topic (``pubsub#queue_topic``); ``jobs`` is unbound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +92,7 @@ def _item_history(
     fate = rng.random()
     if fate < 0.04:  # still queued, never delivered
         return events, t
-    if fate < 0.06:  # a topic item this queue's filter kept out: only the row
+    if fate < 0.06:  # topic items a bound queue's filter kept out: a counted row
         return [(start, K.FILTERED, None, 0)], t
     if fate < 0.09:  # waited past its expiry on a node that drops
         t += _micros(rng, 5, 60)
@@ -161,6 +169,8 @@ def simulate_ledger(seed: int = 7, items: int = 60, start: datetime = START) -> 
     ]
     details = random.Random(seed + 1)
     rows = [with_details(details, row) for row in rows]
+    counts = random.Random(f"filtered/{seed}")
+    rows = [as_topic_row(counts, row) for row in rows]
     # An unused bound queue deleted (pubsub#queue_expire_after): a row of the node,
     # after every other and from a stream of its own, so no row above moves.
     unused = random.Random(f"unused/{seed}")
@@ -169,6 +179,19 @@ def simulate_ledger(seed: int = 7, items: int = 60, start: datetime = START) -> 
     at = last + _micros(unused, 1, 60)
     rows.append(Row(len(rows) + 1, at, str(K.EXPIRED_UNUSED), node, "", None, 0, 0, None, "600"))
     return rows
+
+
+def as_topic_row(rng: random.Random, row: Row) -> Row:
+    """*row* as the service writes it for a queue bound to a topic (see the module doc):
+    a copy's ``published`` row names its topic; a ``filtered`` row is a count on a
+    bound queue (one drawn for ``jobs``, which is bound to nothing, goes to ``mail``)."""
+    if row.kind == K.PUBLISHED and row.node in TOPIC_OF:
+        return replace(row, reason=TOPIC_OF[row.node])
+    if row.kind == K.FILTERED:
+        node = row.node if row.node in TOPIC_OF else "mail"
+        n = rng.randint(1, 9)
+        return replace(row, node=node, item_id="", deliveries=n, reason=TOPIC_OF[node])
+    return row
 
 
 TENANTS = ("acme", "globex", "initech", "umbrella")

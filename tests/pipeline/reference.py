@@ -132,7 +132,9 @@ def node_buckets(
     span: dict[str, list[int]] = {}
     for row in rows:
         b = bucket_of(row.at, bucket_seconds)
-        counts[(row.node, b)][row.kind] += 1
+        # a filtered row is a count of items (the service writes one per batch)
+        # (one from before the counts, deliveries 0, is one item)
+        counts[(row.node, b)][row.kind] += max(row.deliveries, 1) if row.kind == K.FILTERED else 1
         lo_hi = span.setdefault(row.node, [b, b])
         lo_hi[0], lo_hi[1] = min(lo_hi[0], b), max(lo_hi[1], b)
     result = {}
@@ -143,6 +145,21 @@ def node_buckets(
             backlog += sum(row[k] for k in ARRIVING) - sum(row[k] for k in REMOVING)
             row["backlog"] = backlog
             result[(node, b)] = row
+    return result
+
+
+def bound_queues(rows: Iterable[Row]) -> dict[tuple[str, str], tuple[int, int]]:
+    """{(topic, queue): (items copied in, items its filter kept out)}."""
+    result: dict[tuple[str, str], tuple[int, int]] = {}
+    for row in rows:
+        if row.reason is None or row.kind not in (K.PUBLISHED, K.FILTERED):
+            continue
+        copied, filtered = result.get((row.reason, row.node), (0, 0))
+        if row.kind == K.PUBLISHED:
+            copied += 1
+        else:
+            filtered += row.deliveries
+        result[(row.reason, row.node)] = (copied, filtered)
     return result
 
 

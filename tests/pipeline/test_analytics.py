@@ -121,7 +121,10 @@ def test_node_totals_sum_the_buckets(computed: dict[str, Any], ledger_rows: list
     for row in computed["node_totals"]:
         node = row["node"]
         for kind in ref.KINDS:
-            assert row[kind] == sum(1 for r in ledger_rows if r.node == node and r.kind == kind)
+            mine = [r for r in ledger_rows if r.node == node and r.kind == kind]
+            # a filtered row counts items (one row per bound queue and batch)
+            n = sum(max(r.deliveries, 1) for r in mine) if kind == K.FILTERED else len(mine)
+            assert row[kind] == n, (node, kind)
         last = max(b for (n, b) in buckets if n == node)
         assert row["backlog"] == buckets[(node, last)]["backlog"]
         assert row["end_to_end_p95"] == pytest.approx(lat[(node, "end_to_end")]["p95"])
@@ -192,3 +195,19 @@ def _aware(moment: Any) -> Any:
 
 def _epoch(naive_local: Any) -> float:
     return float(naive_local.astimezone(UTC).timestamp())
+
+
+def test_bound_queues_match_python(computed: dict[str, Any], ledger_rows: list[Row]) -> None:
+    """Issue 21: per topic, each bound queue with the items copied in and filtered out."""
+    got = {(r["topic"], r["queue"]): (r["copied"], r["filtered"]) for r in computed["bound_queues"]}
+    expected = ref.bound_queues(ledger_rows)
+    assert got == expected
+    assert set(got) == {("billing", "mail"), ("billing", "reports/eu")}  # jobs is unbound
+    assert all(copied and filtered for copied, filtered in got.values())
+    # a filtered row counts several items: the counts, not the rows, are summed
+    assert any(r.kind == K.FILTERED and r.deliveries > 1 for r in ledger_rows)
+    html = computed["html"]
+    assert "<h2>Topics and their bound queues</h2>" in html
+    for (topic, queue), (copied, filtered) in expected.items():
+        row = f"<tr><td>{topic}</td><td>{queue}</td><td>{copied:,}</td><td>{filtered:,}</td>"
+        assert row in html, row

@@ -22,8 +22,6 @@ from tests.kit.ledger import needs_spark
 
 needs_spark()
 
-# pytest fixtures of the integration suite, used here as well (not helpers)
-from tests.integration.conftest import component, prosody  # noqa: E402, F401
 from tests.kit.integration import PASSWORD, ComponentFactory, subprocess_env  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -49,8 +47,8 @@ def other_python(where: Path) -> Path:
 
 
 async def test_enqueue_runs_by_full_path_with_another_python3_first_on_path(
-    prosody: Any,  # noqa: F811
-    component: ComponentFactory,  # noqa: F811
+    prosody: Any,
+    component: ComponentFactory,
     tmp_path: Path,
 ) -> None:
     from xmpp_queue.client import Publisher
@@ -127,8 +125,8 @@ async def test_enqueue_runs_by_full_path_with_another_python3_first_on_path(
 
 
 async def test_a_misspelt_node_is_one_line_before_spark_starts(
-    prosody: Any,  # noqa: F811
-    component: ComponentFactory,  # noqa: F811
+    prosody: Any,
+    component: ComponentFactory,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -17,8 +17,6 @@ from tests.kit.ledger import needs_spark
 
 needs_spark()
 
-# pytest fixtures of the integration suite, used here as well (not helpers)
-from tests.integration.conftest import component, prosody  # noqa: E402, F401
 from tests.kit.integration import PASSWORD, ComponentFactory  # noqa: E402
 from xmpp_queue.pipeline.settings import PipelineSettings  # noqa: E402
 
@@ -40,8 +38,8 @@ def docs_example() -> tuple[str, list[str]]:
 
 async def test_the_docs_example_stores_attributes_delay_ttl_and_priority(
     spark: Any,
-    prosody: Any,  # noqa: F811
-    component: ComponentFactory,  # noqa: F811
+    prosody: Any,
+    component: ComponentFactory,
     tmp_path: Path,
 ) -> None:
     from tests.pipeline.test_settings_cli import parse

@@ -20,8 +20,6 @@ from tests.kit.ledger import needs_spark
 
 needs_spark()  # before importing PySpark: skip (or fail under CI) without it
 
-# pytest fixtures of the integration suite, used here as well (not helpers)
-from tests.integration.conftest import component, prosody  # noqa: E402, F401
 from tests.kit.integration import PASSWORD, ComponentFactory  # noqa: E402
 from xmpp_queue.pipeline.payloads import BAD_ROW, REFUSED, TOO_LARGE  # noqa: E402
 from xmpp_queue.pipeline.settings import PipelineSettings  # noqa: E402
@@ -44,8 +42,8 @@ def write_input(path: Path) -> None:
 
 async def test_enqueue_drain_and_report_agree(
     spark: Any,
-    prosody: Any,  # noqa: F811  (the imported fixture)
-    component: ComponentFactory,  # noqa: F811
+    prosody: Any,
+    component: ComponentFactory,
     tmp_path: Path,
 ) -> None:
     from tests.pipeline.test_report import parse

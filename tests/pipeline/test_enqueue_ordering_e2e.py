@@ -22,12 +22,7 @@ from tests.kit.ledger import needs_spark
 
 needs_spark()
 
-from tests.integration.conftest import (  # noqa: E402, F401  (fixtures)
-    PASSWORD,
-    ComponentFactory,
-    component,
-    prosody,
-)
+from tests.kit.integration import PASSWORD, ComponentFactory  # noqa: E402
 from xmpp_queue.pipeline.settings import PipelineSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -52,8 +47,8 @@ def write_rows(path: Path) -> set[str]:
 
 async def test_each_keys_rows_are_stored_in_file_order_despite_refusals_and_waits(
     spark: Any,
-    prosody: Any,  # noqa: F811
-    component: ComponentFactory,  # noqa: F811
+    prosody: Any,
+    component: ComponentFactory,
     tmp_path: Path,
 ) -> None:
     from tests.pipeline.test_settings_cli import parse
@@ -61,9 +56,10 @@ async def test_each_keys_rows_are_stored_in_file_order_despite_refusals_and_wait
     from xmpp_queue.pipeline.cli import run_pipeline
 
     db = tmp_path / "queue.sqlite"
-    # A low publish rate for this account: publishes are told to wait and retried.
+    # A low publish rate for this account: publishes are told to wait and retried. Low
+    # enough (about 4 s for the file) that even a slow, loaded machine outruns it.
     await component(
-        database_url=f"sqlite:///{db}", limits={"publish_rate": 400, "publish_burst": 40}
+        database_url=f"sqlite:///{db}", limits={"publish_rate": 100, "publish_burst": 20}
     )
     big = write_rows(tmp_path / "rows.jsonl")
     settings = PipelineSettings(

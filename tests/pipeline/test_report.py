@@ -92,6 +92,12 @@ def test_report_of_a_time_range_from_the_database(
     assert "most common attributes and reasons" in text
     assert str(first[("jobs", "failure")]) in text
     assert "tenant=" in text
+    assert "topics and their bound queues" in text  # issue 21: each bound queue shown
+    got_bound = {
+        (r["topic"], r["queue"]): (r["copied"], r["filtered"])
+        for r in spark.read.parquet(str(out / "bound_queues")).collect()
+    }
+    assert got_bound == ref.bound_queues(in_range)
 
 
 def _assert_valid_svgs(html: str) -> None:
@@ -146,6 +152,29 @@ def test_long_histories_are_merged_into_fewer_chart_points() -> None:
     assert sum(r["published"] for r in merged) == 1000
     assert sum(r["acked"] for r in merged) == 2000
     assert merged[-1]["backlog"] == 999
+
+
+def test_filtered_rows_are_counts_and_older_per_item_rows_count_one(spark: Any) -> None:
+    """A ``filtered`` row of today holds a count (``deliveries``) and its topic; one
+    written before the counts (one row per item, deliveries 0, no topic) is one item
+    in the node's figures and in no topic's row."""
+    from xmpp_queue.pipeline import analytics
+    from xmpp_queue.pipeline.ledger_frame import LEDGER_SCHEMA
+
+    at = START
+    rows = [
+        Row(1, at, "filtered", "eu", "old-1", None, 0, 10),
+        Row(2, at, "filtered", "eu", "", None, 7, 0, None, "billing"),
+        Row(3, at, "published", "eu", "e1", None, 0, 10, None, "billing"),
+    ]
+    frame = spark.createDataFrame([r.as_tuple() for r in rows], LEDGER_SCHEMA)
+    [bucket] = analytics.node_buckets(frame, 60).collect()
+    assert bucket["filtered"] == 8 == ref.node_buckets(rows, 60)[("eu", 1709287200)]["filtered"]
+    got = {
+        (r["topic"], r["queue"]): (r["copied"], r["filtered"])
+        for r in analytics.bound_queues(frame).collect()
+    }
+    assert got == ref.bound_queues(rows) == {("billing", "eu"): (1, 7)}
 
 
 def test_dropped_and_deduplicated_are_counted_and_a_drop_ends_the_backlog(spark: Any) -> None:

@@ -21,8 +21,9 @@ from tests.kit.stanzas import SERVICE
 from xmpp_queue.core.model import NodeConfig
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
-from xmpp_queue.xmpp import component as component_module
-from xmpp_queue.xmpp.component import HandshakeRejected, QueueComponent
+from xmpp_queue.xmpp import reconnect as reconnect_module
+from xmpp_queue.xmpp.component import QueueComponent
+from xmpp_queue.xmpp.reconnect import HandshakeRejected
 
 SECRET = "s3cret"
 
@@ -92,10 +93,10 @@ async def service() -> AsyncIterator[PubSubService]:
 
 @pytest.fixture
 def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(component_module, "INITIAL_BACKOFF", 0.01)
-    monkeypatch.setattr(component_module, "MAX_REPLACED_BACKOFF", 0.02)
-    monkeypatch.setattr(component_module, "RETRY_FIRST", 0.01)
-    monkeypatch.setattr(component_module, "RETRY_MAX", 0.02)
+    monkeypatch.setattr(reconnect_module, "INITIAL_BACKOFF", 0.01)
+    monkeypatch.setattr(reconnect_module, "MAX_REPLACED_BACKOFF", 0.02)
+    monkeypatch.setattr(reconnect_module, "RETRY_FIRST", 0.01)
+    monkeypatch.setattr(reconnect_module, "RETRY_MAX", 0.02)
 
 
 async def test_xep_0114_wrong_secret_raises_handshake_rejected_without_retry(
@@ -196,8 +197,8 @@ async def test_a_debug_log_never_holds_the_handshake_digest(
 
 def test_reconnect_retries_at_once_then_jittered_backoff_capped_near_a_second() -> None:
     """Issue 27 point 8: back within about a second of the server's return."""
-    assert component_module.retry_delay(0) == 0.0
+    assert reconnect_module.retry_delay(0) == 0.0
     for attempt, base in [(1, 0.25), (2, 0.5), (3, 1.0), (20, 1.0)]:
-        delays = [component_module.retry_delay(attempt) for _ in range(200)]
+        delays = [reconnect_module.retry_delay(attempt) for _ in range(200)]
         assert all(base / 2 <= d <= base for d in delays)
         assert len(set(delays)) > 1, "jittered"

@@ -1,7 +1,7 @@
 """One renderer per kind of notice, and the bytes it writes.
 
 The per-item kinds (items, retract, unlock) are written as text by
-``render.notice_text`` for every node type (the component's hot path); the
+``text_render.notice_text`` for every node type (the component's hot path); the
 occasional kinds are built as stanzas by ``render.notification``. The golden
 strings below are the wire bytes: the same XML the stanza renderer produced for
 these kinds before it gave them up (checked once by canonical comparison).
@@ -28,7 +28,7 @@ from xmpp_queue.core.effects import (
     UnlockNotice,
 )
 from xmpp_queue.core.model import SubscriptionState
-from xmpp_queue.xmpp import render
+from xmpp_queue.xmpp import iq_results, render, text_render
 
 SENDER = "queue.example.org"
 EVENT = "http://jabber.org/protocol/pubsub#event"
@@ -106,7 +106,7 @@ GOLDEN: list[tuple[Effect, str]] = [
     ("effect", "wire"), GOLDEN, ids=["item", "leaf-item", "batch", "retract", "unlock"]
 )
 def test_per_item_notices_are_written_as_text(effect: Effect, wire: str) -> None:
-    assert render.notice_text(effect, SENDER, "xq-1") == wire
+    assert text_render.notice_text(effect, SENDER, "xq-1") == wire
 
 
 @pytest.mark.parametrize(("effect", "wire"), GOLDEN[:1] + GOLDEN[3:])
@@ -131,14 +131,14 @@ OCCASIONAL: list[Effect] = [
 @pytest.mark.parametrize("effect", OCCASIONAL, ids=lambda e: type(e).__name__)
 def test_the_occasional_kinds_are_stanzas(effect: Effect) -> None:
     xmpp = ComponentXMPP(SENDER, "secret", "127.0.0.1", 5347)
-    assert render.notice_text(effect, SENDER, "xq-1") is None
+    assert text_render.notice_text(effect, SENDER, "xq-1") is None
     built = tostring(render.notification(xmpp, effect, SENDER, "xq-1").xml)
     assert f'<event xmlns="{EVENT}"><' in built and 'node="jobs"' in built
 
 
 def test_a_non_canonical_payload_is_left_out() -> None:
     hostile = ItemNotice("w@x", "jobs", (NoticeItem("i", "<!DOCTYPE x><x/>"),))
-    text = render.notice_text(hostile, SENDER, "xq-1")
+    text = text_render.notice_text(hostile, SENDER, "xq-1")
     assert text is not None and "DOCTYPE" not in text and "<item id='i'></item>" in text
 
 
@@ -153,6 +153,7 @@ def test_text_answers_are_the_same_xml_as_the_stanzas() -> None:
         return canonical(wrapped.format(text)) == canonical(wrapped.format(built))
 
     assert same(
-        render.publish_result_text(iq, "jobs&1", 'i"1'), render.publish_result(iq, "jobs&1", 'i"1')
+        text_render.publish_result_text(iq, "jobs&1", 'i"1'),
+        iq_results.publish_result(iq, "jobs&1", 'i"1'),
     )
-    assert same(render.empty_result_text(iq), render.empty_result(iq))
+    assert same(text_render.empty_result_text(iq), iq_results.empty_result(iq))

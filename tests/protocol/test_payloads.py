@@ -20,7 +20,7 @@ from tests.kit.stanzas import (
 )
 from xmpp_queue.core.errors import InvalidPayload, PayloadTooBig
 from xmpp_queue.core.model import SYSTEM
-from xmpp_queue.xmpp.requests import MAX_PAYLOAD_BYTES, canonical_payload_text
+from xmpp_queue.xmpp.payloads import MAX_PAYLOAD_BYTES, canonical_payload_text
 
 BILLION_LAUGHS = """<?xml version="1.0"?>
 <!DOCTYPE lolz [

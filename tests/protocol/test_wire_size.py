@@ -53,7 +53,7 @@ NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
 @pytest.fixture
 async def small(clock: FakeClock) -> AsyncIterator[Stream]:
-    """The component as app.py builds it from ``max_stanza_size = 65536`` and
+    """The component as app/term.py builds it from ``max_stanza_size = 65536`` and
     ``items_page_size = 10``."""
     from xmpp_queue.storage.store import StateStore
 

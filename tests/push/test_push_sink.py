@@ -13,13 +13,14 @@ import hashlib
 import hmac
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.kit import ADMIN, OWNER, PUB
+from tests.kit import ADMIN, OWNER, PUB, FakeClock
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.model import Actor, Affiliation
 from xmpp_queue.core.service import PubSubService
@@ -108,9 +109,10 @@ async def _publish(service: PubSubService, sink: PushSink, item_id: str) -> None
 
 
 async def test_a_2xx_acks_the_item_signed_and_authorised(
-    service: PubSubService, pushed: tuple[PushSink, Endpoint, Recorder]
+    service: PubSubService, pushed: tuple[PushSink, Endpoint, Recorder], clock: FakeClock
 ) -> None:
     sink, receiver, xmpp = pushed
+    published = clock.now
     await _publish(service, sink, "i1")
     await asyncio.wait_for(receiver.arrived.wait(), 5)
     await _wait_idle(sink)
@@ -120,6 +122,7 @@ async def test_a_2xx_acks_the_item_signed_and_authorised(
         "id": "i1",
         "payload": "<job/>",
         "attributes": {"k": "v"},
+        "publish_time": published.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "delivery_attempt": 1,
     }
     assert headers["Authorization"] == "Bearer tok"

@@ -82,7 +82,14 @@ async def database(tmp_path: Path) -> str:
 
 
 async def _queue(svc: PubSubService) -> None:
-    await svc.create_node(OWNER, "jobs", {"pubsub#queue": ["1"], "pubsub#queue_retry_delay": ["0"]})
+    """A queue that retries at once and never dead-letters: an endpoint answering 500
+    keeps its item (locked, retried) however fast the retries come."""
+    config = {
+        "pubsub#queue": ["1"],
+        "pubsub#queue_retry_delay": ["0"],
+        "pubsub#queue_max_deliveries": ["0"],
+    }
+    await svc.create_node(OWNER, "jobs", config)
     await svc.set_node_affiliations(OWNER, "jobs", [(PUB.bare, _publisher())])
 
 

@@ -567,6 +567,29 @@ class QueueMachine(RuleBasedStateMachine):
 
         assert self.run(loaded()) == self.run(snapshot(self.store)), "memory differs from the db"
 
+    @rule()
+    def announce_held_again(self) -> None:
+        """The component's stream came up: every held item is announced to its holder
+        again (same lock, same attempt, marked), and nothing stored changes."""
+        before = self.run(snapshot(self.store))
+        outcome = self.run(self.service.resend_held())
+        assert self.run(snapshot(self.store)) == before, "announcing held items changed state"
+        _, items, _, _, _ = before
+        held = {
+            (i.lock_jid, n, i.item_id, str(i.deliveries))
+            for n, page in items.items()
+            for i in page
+            if i.locked_by is not None
+        }
+        told = {
+            (e.to, e.node, x.item_id, x.headers["delivery-attempt"])
+            for e in outcome.effects
+            for x in e.items
+            if x.headers.get("delivery-resent") == "1"
+        }
+        assert len(outcome.effects) == outcome.value == len(held)
+        assert told == held, (told, held)
+
     @precondition(lambda self: type(self).reopen_store is not None)
     @rule()
     def restart(self) -> None:

@@ -18,7 +18,7 @@ from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, new_item
 from xmpp_queue.core.replay import SeekReport
 from xmpp_queue.core.service import PubSubService
-from xmpp_queue.storage.state import COLD
+from xmpp_queue.storage.item_values import COLD
 from xmpp_queue.storage.store import StateStore
 
 OWNER = Actor("owner@example.org/desk")

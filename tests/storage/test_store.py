@@ -37,15 +37,12 @@ from xmpp_queue.core.model import (
 from xmpp_queue.core.ports import Store
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
-from xmpp_queue.storage import repositories, state
-from xmpp_queue.storage.backend_sql import FlushFailed, SqliteBackend
-from xmpp_queue.storage.state import (
-    COLD,
-    EMPTY_HEADERS,
-    MemoryState,
-    NodeState,
-    stored_item,
-)
+from xmpp_queue.storage import items_queue, state
+from xmpp_queue.storage.backend import FlushFailed
+from xmpp_queue.storage.backend_sqlite import SqliteBackend
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, stored_item
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.store import StateStore
 
 from .samples import T0, at, item, node, sub
@@ -750,7 +747,7 @@ async def test_the_tail_of_a_long_queue_keeps_its_payloads_in_the_database(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(state, "HOT_WINDOW", 4)
-    monkeypatch.setattr(repositories, "PREFETCH", 3)
+    monkeypatch.setattr(items_queue, "PREFETCH", 3)
     store = await StateStore.open(url)
     try:
         async with store.transaction() as tx:
@@ -917,7 +914,7 @@ def test_asyncpg_and_wrapped_connection_errors_are_outages() -> None:
     import asyncpg
     from sqlalchemy.exc import DBAPIError, IntegrityError
 
-    from xmpp_queue.storage.backend_sql import _postgres_outage
+    from xmpp_queue.storage.sql_outages import postgres_outage
 
     lost = [
         asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator"),
@@ -929,15 +926,15 @@ def test_asyncpg_and_wrapped_connection_errors_are_outages() -> None:
         ConnectionResetError(),
     ]
     for exc in lost:
-        assert _postgres_outage(exc), exc
+        assert postgres_outage(exc), exc
         wrapped = DBAPIError("COMMIT", None, exc, connection_invalidated=False)
-        assert _postgres_outage(wrapped), wrapped
+        assert postgres_outage(wrapped), wrapped
         chained = RuntimeError("while committing")
         chained.__cause__ = exc
-        assert _postgres_outage(chained)
-    assert _postgres_outage(
+        assert postgres_outage(chained)
+    assert postgres_outage(
         DBAPIError("SELECT 1", None, Exception("x"), connection_invalidated=True)
     )
     refused = asyncpg.exceptions.UniqueViolationError("duplicate key")
-    assert not _postgres_outage(refused)
-    assert not _postgres_outage(IntegrityError("INSERT", None, refused))
+    assert not postgres_outage(refused)
+    assert not postgres_outage(IntegrityError("INSERT", None, refused))

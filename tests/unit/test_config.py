@@ -278,7 +278,7 @@ def test_an_error_in_a_file_names_file_and_key(tmp_path: Path) -> None:
 
 
 def test_access_defaults_to_the_parent_domain_for_use_and_creation() -> None:
-    from xmpp_queue.app import service_settings
+    from xmpp_queue.app.core_inputs import service_settings
     from xmpp_queue.core.model import AccessModel, Actor
 
     settings = parse(MINIMAL)
@@ -296,7 +296,7 @@ def test_access_defaults_to_the_parent_domain_for_use_and_creation() -> None:
 
 
 def test_access_opened_to_the_federation_with_creation_kept_local() -> None:
-    from xmpp_queue.app import service_settings
+    from xmpp_queue.app.core_inputs import service_settings
     from xmpp_queue.core.model import Actor
 
     settings = parse(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xmpp_queue.app import service_settings
+from xmpp_queue.app.core_inputs import service_settings
 from xmpp_queue.config import parse_config
 from xmpp_queue.config_error import ConfigError
 from xmpp_queue.settings import DEFAULT_MAX_STANZA_SIZE, STANZA_ENVELOPE

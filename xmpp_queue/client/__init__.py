@@ -21,7 +21,8 @@ from xmpp_queue.client.errors import (
 )
 from xmpp_queue.client.jobs import Handler, Job, WorkerStats, in_thread
 from xmpp_queue.client.payload import json_payload, parse_json_payload
-from xmpp_queue.client.publisher import Publisher, queue_config
+from xmpp_queue.client.publisher import Publisher
+from xmpp_queue.client.publisher_nodes import queue_config
 from xmpp_queue.client.session import ReconnectPolicy
 from xmpp_queue.client.window import RetryPolicy
 from xmpp_queue.client.wire import ItemEvent

@@ -1,4 +1,4 @@
-"""XEP-0050 ad-hoc commands from the client link, and the replay commands on it.
+"""XEP-0050 ad-hoc commands from the client link: the replay and push commands on it.
 
 The service's seek and snapshot commands (``xmpp_queue/admin/replay_levers.py``)
 are open to a queue's owners, so an application that owns its queue can replay
@@ -14,6 +14,13 @@ fields, a table's rows).
         ...
         replayed = await pub.seek_to_snapshot("jobs", "before-deploy")
         replayed = await pub.seek("jobs", to=datetime(2024, 5, 1, tzinfo=UTC))
+
+:class:`PushCommands` (also on the Publisher) adds, lists and removes a queue's push
+subscriptions (``xmpp_queue/admin/push_levers.py``, open to the queue's owners), so
+an application that owns a queue can point it at its own HTTP endpoint::
+
+        push_id = await pub.add_push("jobs", "https://hooks.example.com/jobs",
+                                     secret="...", max_in_flight=8)
 """
 
 from __future__ import annotations
@@ -98,6 +105,22 @@ async def run_command(link: PubSubLink, node: str, values: Mapping[str, str]) ->
     return read_result(await link.call(_command(node, "complete", sessionid, _submit(values))))
 
 
+async def run_steps(link: PubSubLink, node: str, answers: list[Mapping[str, str]]) -> CommandResult:
+    """Execute command *node* and answer its forms with *answers*, one per stage,
+    each with the action the stage offers (``next``, else ``complete``)."""
+    reply = await link.call(_command(node, "execute"))
+    for values in answers:
+        command = reply.find(f"{{{COMMANDS_NS}}}command")
+        if command is None or command.get("status") != "executing":
+            break  # finished early (an empty choice, a warning)
+        offered = command.find(f"{{{COMMANDS_NS}}}actions")
+        has_next = offered is not None and offered.find(f"{{{COMMANDS_NS}}}next") is not None
+        action = "next" if has_next else "complete"
+        form = _command(node, action, command.get("sessionid", ""), _submit(values))
+        reply = await link.call(form)
+    return read_result(reply)
+
+
 class ReplayCommands:
     """Seek and snapshots for a client that owns the queue (see the module docstring)."""
 
@@ -133,3 +156,46 @@ class ReplayCommands:
 
     async def delete_snapshot(self, node: str, name: str) -> None:
         await self._replay("snapshot-delete", {"node": node, "name": name})
+
+
+class PushCommands:
+    """A queue's push subscriptions, for a client that owns the queue."""
+
+    async def _link_up(self) -> PubSubLink:
+        raise NotImplementedError  # the client's live link (Publisher has it)
+
+    async def _command_link(self, node: str) -> PubSubLink:
+        """The link toward *node*'s service (a sharded service: its shard)."""
+        return await self._link_up()
+
+    async def add_push(
+        self,
+        node: str,
+        url: str,
+        *,
+        bearer: str | None = None,
+        secret: str | None = None,
+        max_in_flight: int = 8,
+    ) -> str:
+        """POST queue *node*'s items to *url* (the service's ``[push]`` rules apply:
+        a refused endpoint raises the error that names the rule); returns its id."""
+        values = {"url": url, "max_in_flight": str(max_in_flight)}
+        values |= {"bearer": bearer} if bearer else {}
+        values |= {"secret": secret} if secret else {}
+        done = await run_steps(
+            await self._command_link(node), PREFIX + "push-add", [{"node": node}, values]
+        )
+        [row] = done.tables.get("push", [])
+        return row["id"]
+
+    async def push_subscriptions(self, node: str) -> list[dict[str, str]]:
+        """The queue's push subscriptions: id, url, auth (secrets masked), max in flight."""
+        done = await run_steps(
+            await self._command_link(node), PREFIX + "push-list", [{"node": node}]
+        )
+        return done.tables.get("push", [])
+
+    async def remove_push(self, node: str, push_id: str) -> None:
+        """End push subscription *push_id*: the items it holds go back to the queue."""
+        answers: list[Mapping[str, str]] = [{"node": node}, {"id": push_id}]
+        await run_steps(await self._command_link(node), PREFIX + "push-remove", answers)

@@ -89,6 +89,11 @@ class JobControl(Protocol):
     async def dead_letter(self, job: Job, reason: str) -> None: ...
 
 
+RESENT = "delivery-resent"
+"""Header the service puts on an item notice it sends again after a restart (the same
+delivery as before, not a new attempt)."""
+
+
 def service_delivery(headers: Mapping[str, str], seen_here: int) -> int:
     """The service's delivery count from the ``delivery-attempt`` header, as an int;
     this worker's own count when the header is absent or not a number."""
@@ -113,6 +118,7 @@ class WorkerStats:
     unlocked: int = 0  # the handler gave its job back itself (job.unlock)
     dead_lettered: int = 0  # the handler dead-lettered its job (job.dead_letter)
     abandoned: int = 0  # left while its handler still ran (abort): the service re-offers it
+    resent_ignored: int = 0  # a restarted service re-sent a delivery this worker already took
 
 
 class QueueOps(Protocol):

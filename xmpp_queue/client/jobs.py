@@ -48,6 +48,7 @@ from xmpp_queue.client.handlers import (
     in_thread,
 )
 from xmpp_queue.client.job import (
+    RESENT,
     Job,
     JobControl,
     QueueOps,
@@ -104,6 +105,7 @@ class JobRunner(LockKeepAlive):
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[Job, asyncio.Task[None]] = {}  # handler tasks, until they end
         self._seen: OrderedDict[str, int] = OrderedDict()
+        self._taken: OrderedDict[str, str] = OrderedDict()  # item id -> attempt taken last
         self._emptied = asyncio.Event()
 
     @property
@@ -131,8 +133,10 @@ class JobRunner(LockKeepAlive):
 
     def offer(self, event: ItemEvent) -> None:
         """An item notification: start it, or give it back at once."""
-        self.stats.received += 1
         item_id = event.item_id
+        if self._already_taken(event):
+            return
+        self.stats.received += 1
         delivery = self._seen.pop(item_id, 0) + 1
         self._seen[item_id] = delivery
         if len(self._seen) > SEEN_MEMORY:
@@ -171,6 +175,36 @@ class JobRunner(LockKeepAlive):
         self._running[job] = task
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _: self._running.pop(job, None))
+
+    def _already_taken(self, event: ItemEvent) -> bool:
+        """Whether *event* is the service re-sending a delivery this worker already took.
+
+        After a restart the service sends each held item's notice again (marked
+        ``delivery-resent``), because the notice of a lock committed just before a
+        crash may never have left. Such a notice for the same delivery attempt as the
+        one taken here last (still running, or settled with its ack or nack being
+        re-sent) is not new work: running it again would do the job twice. Any other
+        notice (a new attempt, a republished id) is taken as usual.
+        """
+        attempt = event.headers.get("delivery-attempt")
+        if attempt is None:
+            return False
+        item_id = event.item_id
+        if event.headers.get(RESENT) is not None and self._taken.get(item_id) == attempt:
+            self.stats.resent_ignored += 1
+            log.info(
+                "event=resent_ignored worker=%s node=%s item=%s attempt=%s",
+                self.name,
+                event.node,
+                item_id,
+                attempt,
+            )
+            return True
+        self._taken.pop(item_id, None)
+        self._taken[item_id] = attempt
+        if len(self._taken) > SEEN_MEMORY:
+            self._taken.popitem(last=False)
+        return False
 
     def on_unlocked(self, item_id: str) -> None:
         """The service says the item is no longer ours. If we still hold it in our

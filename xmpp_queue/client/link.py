@@ -8,6 +8,7 @@ send a message that looks like a notification) go to ``on_events``.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from xml.etree import ElementTree as ET
@@ -99,6 +100,13 @@ class PubSubLink:
         events = wire.parse_event(message)
         if events and self.on_events is not None:
             self.on_events(events)
+
+    def via(self, service: str) -> PubSubLink:
+        """This link's stream toward another service (a sharded service's node lives
+        on a shard: client/placement.py); events still go to this link."""
+        view = copy.copy(self)
+        view.service = service
+        return view
 
     async def call(self, body: str, iq_type: str = "set") -> ET.Element:
         return await self.stream.call(self.service, body, iq_type, self.timeout)

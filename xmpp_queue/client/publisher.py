@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from xml.etree import ElementTree as ET
 
 from xmpp_queue.client import wire
 from xmpp_queue.client.account import Account, login_and_rest
-from xmpp_queue.client.adhoc import ReplayCommands
+from xmpp_queue.client.adhoc import PushCommands
 from xmpp_queue.client.attributes import (
     Priority,
     PublishItem,
@@ -42,11 +42,13 @@ from xmpp_queue.client.attributes import (
     as_publish_item,
     item_headers,
 )
+from xmpp_queue.client.connection import QueueStream
 from xmpp_queue.client.errors import ConnectionLost, PublishError, StanzaError
 from xmpp_queue.client.link import PubSubLink
+from xmpp_queue.client.placement import Placements, routed
+from xmpp_queue.client.publisher_nodes import NodeOwner
 from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.window import PublishWindow, RetryPolicy, as_publish_error
-from xmpp_queue.client.wire import ItemEvent
 
 BatchEntry = PublishItem | tuple[str | None, str | None]
 """One item of a batch publish: a :class:`PublishItem`, or ``(payload, item_id)``."""
@@ -56,26 +58,11 @@ T = TypeVar("T")
 log = logging.getLogger("xmpp_queue.client")
 
 
-def queue_config(
-    config: Mapping[str, str | int | bool] | None = None, **queue_options: str | int | bool
-) -> dict[str, str | int | bool]:
-    """A node_config for a queue: ``pubsub#queue=1`` plus ``pubsub#queue_<name>`` fields.
-
-    ``queue_config(lock_timeout=5, max_deliveries=3)`` gives ``pubsub#queue``,
-    ``pubsub#queue_lock_timeout`` and ``pubsub#queue_max_deliveries``; *config*
-    adds fields by their full var (``{"pubsub#title": "jobs"}``).
-    """
-    fields: dict[str, str | int | bool] = {"pubsub#queue": True}
-    fields.update({f"pubsub#queue_{name}": value for name, value in queue_options.items()})
-    fields.update(config or {})
-    return fields
-
-
 # A publisher is usually a script or a job: it should not wait forever.
 PUBLISHER_RECONNECT = ReconnectPolicy(give_up_after=60.0)
 
 
-class Publisher(ReplayCommands):
+class Publisher(NodeOwner, PushCommands):
     """A c2s client that publishes items to one pubsub service."""
 
     def __init__(
@@ -104,6 +91,7 @@ class Publisher(ReplayCommands):
         )
         self.jid = self.account.jid
         self.service_jid = self.account.service
+        self.placements = Placements(self.service_jid, self.account.reply_timeout)
         self.host, self.port = self.account.address
         self.allow_plain = self.account.allow_plain
         self.check_payloads = check_payloads
@@ -134,10 +122,11 @@ class Publisher(ReplayCommands):
             service_away=self._service_away,
         )
 
-    async def _service_away(self) -> bool:
-        """Whether the component is missing (its server answered for it)."""
+    async def _service_away(self, service: str | None = None) -> bool:
+        """Whether the component (*service*: a shard) is missing (its server answered)."""
         try:
-            await (await self._link_up()).ping_service()
+            link = await self._link_up()
+            await (link if service is None else link.via(service)).ping_service()
         except StanzaError:
             return True
         return False
@@ -207,37 +196,6 @@ class Publisher(ReplayCommands):
         """How many wait-type errors were retried so far."""
         return 0 if self._window is None else self._window.retries
 
-    # --- nodes ---------------------------------------------------------------------
-
-    async def create_queue(
-        self,
-        node: str,
-        *,
-        config: Mapping[str, str | int | bool] | None = None,
-        members: Iterable[str] = (),
-        **queue_options: str | int | bool,
-    ) -> bool:
-        """Create *node* as a queue (see :func:`queue_config`); False if it existed.
-
-        An existing node is left as it is (``conflict`` is tolerated so that
-        every producer can call this at start-up). New queues are whitelisted by
-        the service's default: *members* (bare JIDs of the worker accounts) are
-        made members so they may subscribe; this needs the publisher to own the
-        node (it does when it created it).
-        """
-        link = await self._link_up()
-        created = await link.create_node(node, queue_config(config, **queue_options))
-        wanted = {jid: "member" for jid in members}
-        if wanted:
-            await link.set_affiliations(node, wanted)
-        return created
-
-    async def create_node(
-        self, node: str, config: Mapping[str, str | int | bool] | None = None
-    ) -> bool:
-        """Create a plain (broadcast) node; False if it existed."""
-        return await (await self._link_up()).create_node(node, config)
-
     # --- publishing ----------------------------------------------------------------
 
     async def submit(
@@ -289,25 +247,33 @@ class Publisher(ReplayCommands):
                 raise PublishError("undefined-condition", "publish result without item id")
             return new_id
 
-        return await self._submit(wire.publish(node, payload, item_id, headers), convert)
+        return await self._submit(node, wire.publish(node, payload, item_id, headers), convert)
 
-    async def _submit(self, body: str, convert: Callable[[ET.Element], T]) -> asyncio.Future[T]:
-        """One publish request through the window, sent on whatever link is current."""
+    async def _submit(
+        self, node: str, body: str, convert: Callable[[ET.Element], T]
+    ) -> asyncio.Future[T]:
+        """One publish request through the window, sent on whatever link is current,
+        to *node*'s service (a sharded service's redirect is followed: placement.py)."""
         session = self._session
         window = self._window
         if session is None or window is None:
             raise RuntimeError("Publisher is not connected (use 'async with' or connect())")
         if session.failure is not None:
             raise as_publish_error(session.failure)
-        service = self.service_jid
 
-        def send() -> asyncio.Future[ET.Element]:
-            link = session.link
-            if link is None:
-                raise ConnectionLost("reconnecting")
-            return link.stream.request(service, body)[1]
+        async def submit(service: str) -> asyncio.Future[T]:
+            def send() -> asyncio.Future[ET.Element]:
+                link = session.link
+                if link is None:
+                    raise ConnectionLost("reconnecting")
+                return link.stream.request(service, body)[1]
 
-        return await window.submit(send, convert)
+            return await window.submit(send, convert, lambda: self._service_away(service))
+
+        async def stream() -> QueueStream:
+            return (await self._link_up()).stream
+
+        return await routed(self.placements, node, stream, submit)
 
     async def submit_batch(
         self, node: str, items: Sequence[BatchEntry]
@@ -343,7 +309,7 @@ class Publisher(ReplayCommands):
             self.published += len(ids)
             return ids
 
-        return await self._submit(wire.publish_items(node, prepared), convert)
+        return await self._submit(node, wire.publish_items(node, prepared), convert)
 
     async def publish_batch(self, node: str, items: Sequence[BatchEntry]) -> list[str]:
         """:meth:`submit_batch` and wait: the ids once the whole batch is stored."""
@@ -376,12 +342,6 @@ class Publisher(ReplayCommands):
             ordering_key=ordering_key,
         )
         return await future
-
-    async def items(self, node: str, max_items: int | None = None) -> list[ItemEvent]:
-        """The items stored on *node* (XEP-0060 §6.5), each with its payload
-        ``element``, ``headers`` and ``attributes`` (e.g. a dead-letter node's
-        items: ``reason``, ``origin-node`` and the publisher's attributes)."""
-        return await (await self._link_up()).items(node, max_items)
 
     async def flush(self) -> None:
         """Wait until every submitted publish is answered."""

@@ -106,11 +106,16 @@ class PublishWindow(Generic[T]):
         return self._outstanding
 
     async def submit(
-        self, send: Callable[[], asyncio.Future[Any]], convert: Callable[[Any], T]
+        self,
+        send: Callable[[], asyncio.Future[Any]],
+        convert: Callable[[Any], T],
+        away: Callable[[], Awaitable[bool]] | None = None,
     ) -> asyncio.Future[T]:
         """Wait for a free slot, send, and return the future of the converted answer.
 
         *send* may be called again for a retry, so it must build a fresh request.
+        *away* replaces ``service_away`` for this request (a sharded service: the
+        request's shard may be away while the public name answers).
         Cancelling the returned future stops waiting, not the request: its slot
         is freed when the answer (or the timeout) comes.
         """
@@ -118,6 +123,7 @@ class PublishWindow(Generic[T]):
         self._outstanding += 1
         self._idle.clear()
         request = _Request(send, convert, asyncio.get_running_loop().create_future())
+        request.away = away or self.service_away
         self._attempt(request)
         return request.result
 
@@ -163,7 +169,7 @@ class PublishWindow(Generic[T]):
                 self._lost(request, exc)
             elif isinstance(exc, StanzaError) and exc.retryable:
                 self._retry_later(request, exc)
-            elif isinstance(exc, StanzaError) and self._maybe_absent(exc):
+            elif isinstance(exc, StanzaError) and self._maybe_absent(request, exc):
                 check = asyncio.ensure_future(self._check_absent(request, exc))
                 self._checks.add(check)
                 check.add_done_callback(self._checks.discard)
@@ -172,13 +178,13 @@ class PublishWindow(Generic[T]):
 
         inner.add_done_callback(done)
 
-    def _maybe_absent(self, exc: StanzaError) -> bool:
-        return self.service_away is not None and exc.condition in ABSENT_CONDITIONS
+    def _maybe_absent(self, request: _Request[T], exc: StanzaError) -> bool:
+        return request.away is not None and exc.condition in ABSENT_CONDITIONS
 
     async def _check_absent(self, request: _Request[T], exc: StanzaError) -> None:
-        assert self.service_away is not None
+        assert request.away is not None
         try:
-            away = await self.service_away()
+            away = await request.away()
         except Exception:  # the stream went: the resend path takes it from here
             away = True
         if away:
@@ -275,7 +281,16 @@ class PublishWindow(Generic[T]):
 class _Request(Generic[T]):
     """One submitted request across its attempts."""
 
-    __slots__ = ("abandoned", "attempt", "convert", "finished", "result", "send", "started")
+    __slots__ = (
+        "abandoned",
+        "attempt",
+        "away",
+        "convert",
+        "finished",
+        "result",
+        "send",
+        "started",
+    )
 
     def __init__(
         self,
@@ -287,6 +302,7 @@ class _Request(Generic[T]):
         self.convert = convert
         self.result = result
         self.abandoned: asyncio.Future[Any] | None = None  # the attempt that timed out
+        self.away: Callable[[], Awaitable[bool]] | None = None  # is its service away?
         self.attempt = 0
         self.finished = False
         self.started: float | None = None

@@ -213,6 +213,8 @@ def parse_error(stanza: ET.Element) -> StanzaError:
             text = child.text or ""
         elif tag.startswith(f"{{{STANZAS_NS}}}"):
             condition = tag[len(STANZAS_NS) + 2 :]
+            if not text and (child.text or "").strip():  # a redirect's URI (RFC 6120)
+                text = (child.text or "").strip()
         elif tag.startswith("{"):
             app = tag.partition("}")[2]
     return StanzaError(condition, text, error.get("type", "cancel"), app)

@@ -21,9 +21,8 @@ The life of a worker, in protocol terms:
    success → retract (ack), exception → unlock saying why (the nack reason);
 4. on SIGINT/SIGTERM or :meth:`stop`: unsubscribe first (no new items), let
    running handlers finish for ``drain_grace`` seconds, cancel the rest and
-   unlock their items once they have ended (a handler in a thread cannot be
-   stopped: its lock is kept and the drain waits for it, saying so; a second
-   signal abandons it, one WARNING line per item), send unavailable presence,
+   unlock their items once ended (a handler in a thread cannot be stopped: the
+   drain waits for it; a second signal abandons it), send unavailable presence,
    close the stream (§4's order for a subscriber that stops).
 
 When the stream is lost (server restart, network, stream error) the worker logs
@@ -32,13 +31,13 @@ name is the XMPP resource, so the locks it held are still its own (the service
 ties a lock to the holder's JID). Running handlers go on; their acks wait for
 the new stream. Then it drops its old subscription, lets the jobs it still
 holds finish (so it never holds more than ``queue_requests``), and subscribes
-again. Delivery stays at-least-once: an item whose ack was lost with the stream
-comes back (to this worker or another) once its lock ends.
+again (at-least-once: an item whose ack was lost comes back when its lock ends).
 
 The stream may also stay up while the service goes away (a component restart,
 an HA take-over): acks, nacks and extensions that get no answer, or a
-transient error, are sent again as soon as the service answers (:mod:`.resend`),
-so the locks they release do not wait for their timeout.
+transient error, are sent again as soon as the service answers (:mod:`.resend`).
+On a sharded service the node's shard is asked once and used from then on
+(:mod:`.placement`).
 """
 
 from __future__ import annotations
@@ -56,9 +55,10 @@ from xmpp_queue.client.errors import ClientError, StanzaError
 from xmpp_queue.client.handlers import InThread, bind_handler
 from xmpp_queue.client.jobs import JobRunner, QueueOps, WorkerStats, check_handler
 from xmpp_queue.client.link import PubSubLink
+from xmpp_queue.client.placement import Placements, point_and_follow
 from xmpp_queue.client.resend import SessionOps
 from xmpp_queue.client.session import ReconnectPolicy, Session
-from xmpp_queue.client.wire import Event, ItemEvent, UnlockEvent
+from xmpp_queue.client.wire import Event, ItemEvent, SubscriptionResult, UnlockEvent
 from xmpp_queue.client.worker_process import default_resource, stop_signals
 
 log = logging.getLogger("xmpp_queue.client")
@@ -137,6 +137,7 @@ class Worker:
         self.jid = self.account.jid
         self.service_jid = account.service
         self.node = node
+        self.placements = Placements(account.service, self.account.reply_timeout)
         self._executor: ThreadPoolExecutor | None = None
         if isinstance(handler, InThread):  # one thread per held item, none shared
             self._executor = ThreadPoolExecutor(
@@ -227,11 +228,15 @@ class Worker:
 
     def _attach(self, link: PubSubLink) -> None:
         link.on_events = self._on_events
+        link.service = self.service_jid = self.placements.service_for(self.node)
 
     async def _subscribe(self, link: PubSubLink) -> None:
-        link.send_presence()
-        sub = await link.subscribe_queue(self.node, self.queue_requests, self.max_batch)
-        self.subid = sub.subid
+        async def subscribe() -> SubscriptionResult:
+            link.send_presence()  # to the node's service: our locks are tied to it
+            return await link.subscribe_queue(self.node, self.queue_requests, self.max_batch)
+
+        sub = await point_and_follow(self.placements, self.node, link, subscribe)
+        self.subid, self.service_jid = sub.subid, link.service
         timeout = await self._lock_timeout(link)
         if self._runner is not None and timeout is not None:
             self._runner.lock_timeout = timeout

@@ -38,6 +38,7 @@ ORDERING_KEY = "ordering-key"
 RESERVED = frozenset(
     {
         "delivery-attempt",
+        "delivery-resent",
         "origin-node",
         "origin-item",
         "deliveries",

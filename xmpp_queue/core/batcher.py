@@ -42,6 +42,7 @@ from typing import Any, Generic, TypeVar
 
 from xmpp_queue.core.effects import Effect
 from xmpp_queue.core.errors import PubSubError, StorageUnavailable
+from xmpp_queue.core.ledger import record_filtered
 from xmpp_queue.core.ports import Clock, Store, Transaction
 
 T = TypeVar("T")
@@ -60,6 +61,10 @@ class Work:
     effects: list[Effect] = field(default_factory=list)
     deadlines_changed: bool = False
     touched: dict[str, None] = field(default_factory=dict)
+    filtered: dict[tuple[str, str], int] | None = None
+    """(queue, topic) -> how many of the topic's items the queue's filter kept out in
+    this operation; the batcher writes one ``filtered`` ledger row per pair and
+    committed batch (a counter, not a row per item: ``core/topics.py``)."""
 
 
 Operation = Callable[[Work], Awaitable[T]]
@@ -161,17 +166,20 @@ class CommitBatcher:
         written, operations queued meanwhile join this batch (the pipeline):
         they run against memory now and commit right after it."""
         changed = False
+        filtered: dict[tuple[str, str], int] = {}
         async with self._store.transaction() as tx:
             while True:
                 if self._queue and len(batch) < self._max_batch:
                     p = self._queue.popleft()
                     batch.append(p)
-                    changed = await self._apply(p, tx) or changed
+                    changed = await self._apply(p, tx, filtered) or changed
                     continue
                 if len(batch) >= self._max_batch or not self._writing():
                     break
                 self._wake.clear()
                 await self._wake.wait()
+            if filtered:
+                record_filtered(tx.ledger, self._clock(), filtered)
             deadline: object = _UNCHANGED
             if changed:
                 deadline = await tx.items.next_deadline(self._clock())
@@ -181,8 +189,11 @@ class CommitBatcher:
     def _writing(self) -> bool:
         return self._inflight is not None and not self._inflight.done()
 
-    async def _apply(self, p: _Pending[Any], tx: Transaction) -> bool:
-        """Run one operation in its savepoint; whether it changed a deadline."""
+    async def _apply(
+        self, p: _Pending[Any], tx: Transaction, filtered: dict[tuple[str, str], int]
+    ) -> bool:
+        """Run one operation in its savepoint; whether it changed a deadline. Counts
+        of items kept out by queue filters are added to *filtered*."""
         work = Work(tx=tx, now=self._clock())
         mark = tx.savepoint()
         try:
@@ -196,6 +207,9 @@ class CommitBatcher:
         mark.release()
         p.effects = tuple(work.effects)
         p.error = None
+        if work.filtered:
+            for key, n in work.filtered.items():
+                filtered[key] = filtered.get(key, 0) + n
         return work.deadlines_changed
 
     def _settle(

@@ -42,7 +42,7 @@ Settle = Callable[[Work], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
-    """Service-wide settings (from config.toml, built by app.py).
+    """Service-wide settings (from config.toml, built by app/core_inputs.py).
 
     ``default_config`` is what a new ordinary node gets before the creator's form
     is applied (the [queue] defaults live in its queue_* fields); a new queue

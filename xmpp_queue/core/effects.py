@@ -2,15 +2,16 @@
 
 The core never sends anything: each service call returns an :class:`Outcome`
 whose ``effects`` list the notifications to send, after the change committed.
-The glue (``xmpp/render.py``) turns each effect into one ``<message>``; tests
-read them directly. ``to`` is the JID the notification goes to (a subscription's
-JID: bare or full).
+The glue (``xmpp/text_render.py``, ``xmpp/render.py``) turns each effect into one
+``<message>``; tests read them directly. ``to`` is the JID the notification goes
+to (a subscription's JID: bare or full).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from xmpp_queue.core.model import NodeConfig, NotificationType, SubscriptionState
@@ -26,12 +27,15 @@ def headline(config: NodeConfig) -> bool:
 @dataclass(frozen=True, slots=True)
 class NoticeItem:
     """One item inside an items notification; ``payload`` None when not delivered,
-    ``publisher`` None unless the node exposes publishers (``pubsub#itemreply``)."""
+    ``publisher`` None unless the node exposes publishers (``pubsub#itemreply``).
+    ``published_at``: when it was published (a queue's deliveries carry it; the
+    XMPP notice does not show it, a push POST does)."""
 
     item_id: str
     payload: str | None
     publisher: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    published_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

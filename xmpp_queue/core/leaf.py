@@ -59,7 +59,13 @@ class LeafPolicy:
         return None  # a leaf makes room by dropping its oldest items
 
     async def publish(
-        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        item: NewItem,
+        publisher: str,
+        source: str | None = None,
     ) -> None:
         """Store (if persistent), trim to ``max_items``, notify every subscriber.
 

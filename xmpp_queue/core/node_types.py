@@ -76,9 +76,16 @@ class NodePolicy(Protocol):
         """Refuse one more item when the node holds *count* (NodeFull)."""
 
     async def publish(
-        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        item: NewItem,
+        publisher: str,
+        source: str | None = None,
     ) -> None:
-        """Store (or, for a repeated id, replace or ignore) one checked new item."""
+        """Store (or, for a repeated id, replace or ignore) one checked new item;
+        *source*: the topic it was copied from (its ``published`` row says so)."""
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         """An item was moved into the node (dead letter, redrive): record, tell."""
@@ -125,6 +132,9 @@ class QueueVerbs(Protocol):
     ) -> int:
         """A subscriber left or was removed: give back what it holds. Returns how many."""
 
+    async def resend_held(self, work: Work, node: Node) -> int:
+        """Announce every held item to its holder again (after a restart). Returns how many."""
+
     async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
         """An admin takes a lock back (the holder is told). False if it was not held."""
 
@@ -160,12 +170,18 @@ class NodeTypes:
         return self.queue
 
     async def publish_into(
-        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        item: NewItem,
+        publisher: str,
+        source: str | None = None,
     ) -> None:
         """A new item arrives in *node* by publish (a topic's copy into a bound
         queue): the node's type stores it with its own rules; it settles at the end."""
         work.touched[node.node_id] = None
-        await self.of(node).publish(work, node, item_id, item, publisher)
+        await self.of(node).publish(work, node, item_id, item, publisher, source)
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         work.touched[node.node_id] = None

@@ -117,6 +117,21 @@ class QueueOperations(ServiceParts):
 
         return await self._ctx.run(op)
 
+    async def resend_held(self) -> Outcome[int]:
+        """Every held item announced to its holder again, same lock and attempt, marked
+        ``delivery-resent`` (the component calls this whenever its stream comes up:
+        a notice committed just before a crash may never have left). Changes
+        nothing stored. Returns how many notices."""
+
+        async def op(w: Work) -> int:
+            resent = 0
+            for n in await w.tx.nodes.all():
+                if self._types.type_of(n) is NodeType.QUEUE:
+                    resent += await self._types.queue_of(n).resend_held(w, n)
+            return resent
+
+        return await self._ctx.run(op)
+
     async def tick(self) -> Outcome[int]:
         """Expire due locks (unlock notice, redispatch or dead-letter), expire
         waiting items past their time, and dispatch items whose delay has passed;

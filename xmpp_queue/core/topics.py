@@ -17,8 +17,12 @@ publisher learns at once that a subscription cannot take the item, instead of
 the item silently missing from one backlog (Pub/Sub accepts and lets the
 subscription's backlog policy decide; docs/queueing.md says why we differ).
 
-A queue's filter keeping an item out writes a ``filtered`` ledger row on the
-queue: the count of filtered items per subscription.
+A queue's filter is evaluated before anything is built for it: an item it keeps
+out costs a filter call and a counter increment (``Work.filtered``), and the
+commit batcher writes one ``filtered`` ledger row per queue and committed batch
+with the count (``ledger.record_filtered``): the count of filtered items per
+subscription, which the metrics and the pipeline's report read. A copy's
+``published`` row names the topic it came from (its ``reason``).
 
 Deleting a topic unbinds its queues (their backlog stays, as Pub/Sub detaches
 subscriptions of a deleted topic) and tells each queue's subscribers and owners
@@ -45,7 +49,6 @@ from xmpp_queue.core.errors import (
     PayloadTooBig,
     PubSubError,
 )
-from xmpp_queue.core.ledger import EventKind, record
 from xmpp_queue.core.model import (
     AccessModel,
     Actor,
@@ -54,16 +57,15 @@ from xmpp_queue.core.model import (
     Node,
     NodeConfig,
     SubscriptionState,
-    new_item,
 )
 from xmpp_queue.core.payload_ceiling import payload_limit
 from xmpp_queue.core.topic_config import QUEUE_TOPIC
-from xmpp_queue.core.topic_filter import matches
+from xmpp_queue.core.topic_filter import compile_filter
 
 log = logging.getLogger("xmpp_queue.topics")
 
 # The queue type's publish step: store one checked item with the node's rules.
-PublishInto = Callable[[Work, Node, str, NewItem, str], Awaitable[None]]
+PublishInto = Callable[[Work, Node, str, NewItem, str, str | None], Awaitable[None]]
 
 
 def check_item(config: NodeConfig, item: NewItem, most: int) -> None:
@@ -131,18 +133,28 @@ class Topics:
     async def fan_out(
         self, work: Work, topic: Node, item_id: str, item: NewItem, publisher: str
     ) -> None:
-        """Copy one item the topic took into every bound queue whose filter matches."""
-        ceiling = self._ctx.settings.max_payload_ceiling
-        for queue in await work.tx.nodes.bound_to(topic.node_id):
+        """Copy one item the topic took into every bound queue whose filter matches.
+
+        The hot case is a queue that does not want the item: it costs a compiled
+        filter's call and a counter, nothing else (the publisher's rate must not
+        depend on how many subscriptions ignore its items)."""
+        topic_id = topic.node_id
+        attributes = item.attributes
+        for queue in await work.tx.nodes.bound_to(topic_id):
             cfg = queue.config
-            if not matches(cfg.queue_filter, item.attributes):
-                gone = new_item(queue.node_id, item_id, publisher, None, item.size, {}, work.now)
-                record(work.tx.ledger, work.now, EventKind.FILTERED, gone)
+            text = cfg.queue_filter
+            if text and not compile_filter(text)(attributes):
+                counts = work.filtered
+                if counts is None:
+                    counts = work.filtered = {}
+                key = (queue.node_id, topic_id)
+                counts[key] = counts.get(key, 0) + 1
                 continue
+            ceiling = self._ctx.settings.max_payload_ceiling
             try:
                 check_item(cfg, item, payload_limit(cfg, ceiling))
                 work.touched[queue.node_id] = None
-                await self._publish_into(work, queue, item_id, item, publisher)
+                await self._publish_into(work, queue, item_id, item, publisher, topic_id)
             except PubSubError as exc:
                 log.info(
                     "event=topic_publish_refused topic=%s queue=%s item=%s reason=%r",

@@ -20,7 +20,10 @@ operator lets a worker account into a whitelisted queue. ``delete-item`` ({node,
 item}) is the owner's retract that the "Delete item" command makes (a holder is
 told); ``move-item`` ({node, item, target}) is the core's all-or-nothing
 ``move_item`` of the "Move item" command (a locked item is refused: unlock it
-first). Either works on a dead-letter node too.
+first). Either works on a dead-letter node too. ``push-add`` ({node, url, auth,
+secret, max_in_flight}) and ``push-remove`` ({node, id}) are the push-subscription
+commands' calls of the push registry (``push_actions.py``); the secret is never
+echoed or logged.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.model import SYSTEM, Affiliation
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.http.push_actions import BadForm, PushManager, add_push, remove_push
 
 log = logging.getLogger("xmpp_queue.http.actions")
 
@@ -89,10 +93,12 @@ class DashboardActions:
         service: PubSubService,
         send_effects: EffectSender,
         on_redrive: RedriveCounter | None = None,
+        pushes: PushManager | None = None,
     ) -> None:
         self._service = service
         self._send_effects = send_effects
         self._on_redrive = on_redrive
+        self._pushes = pushes
 
     async def run(self, action: str, body: dict[str, Any]) -> ActionResult:
         """Do *action* (already authorised); raise Refused or a PubSubError."""
@@ -116,6 +122,8 @@ class DashboardActions:
             result = ActionResult(action, node, 1, f"deleted item '{item}'")
         elif action == "move-item":
             result = await self._move(node, body)
+        elif action in ("push-add", "push-remove"):
+            result = await self._push(action, node, body)
         else:
             raise Refused(404, f"no action '{action}'")
         log.info("event=dashboard_action action=%s node=%s count=%d", action, node, result.count)
@@ -165,6 +173,18 @@ class DashboardActions:
         moved = await self._service.move_item(SYSTEM, node, item, target)
         await self._apply(_counted(moved))
         return ActionResult("move-item", node, 1, f"moved item '{item}' to {target}")
+
+    async def _push(self, action: str, node: str, body: dict[str, Any]) -> ActionResult:
+        if self._pushes is None:
+            raise Refused(409, "push subscriptions are not enabled in this service")
+        try:
+            if action == "push-add":
+                _, message = await add_push(self._pushes, node, body)
+            else:
+                message = await remove_push(self._pushes, node, body)
+        except BadForm as exc:
+            raise Refused(400, str(exc)) from None
+        return ActionResult(action, node, 1, message)
 
     async def _apply(self, call: Any) -> int:
         outcome: Outcome[int] = await call

@@ -68,6 +68,10 @@ EVENT_COUNTERS: dict[EventKind, tuple[str, str]] = {
         "Publishes of an id inside the dedup window: answered, nothing stored",
     ),
     EventKind.DROPPED: ("dropped", "Waiting items dropped at expiry (queue_expire_action drop)"),
+    EventKind.FILTERED: (
+        "filtered",
+        "Topic items the bound queue's filter (pubsub#queue_filter) kept out",
+    ),
 }
 """Ledger event kind -> (counter name without prefix and _total, help)."""
 
@@ -265,9 +269,11 @@ class QueueMetrics:
         self.last_commit_failed = False
         self.commit_seconds.observe(batch.commit_seconds)
         if batch.events:
-            tally: Tally[tuple[str, EventKind]] = Tally(
-                (self.labels(e.node), e.kind) for e in batch.events
-            )
+            tally: Tally[tuple[str, EventKind]] = Tally()
+            for e in batch.events:
+                # A filtered row is a count (record_filtered), every other row one event.
+                n = e.deliveries if e.kind is EventKind.FILTERED else 1
+                tally[(self.labels(e.node), e.kind)] += n
             for (label, kind), n in tally.items():
                 self._child(self._events[kind], label, ("event", label, kind)).inc(n)
             self.totals.update(tally)

@@ -10,8 +10,9 @@ Routes:
 - ``GET /``, ``GET /queue?node=N``: the dashboard (static files that poll the
   JSON below).
 - ``GET /api/queues``, ``GET /api/queue?node=N``: the figures as JSON.
-- ``POST /api/actions/{unlock|purge|redrive}``: admin actions, behind the token
-  (``actions.py``); ``POST /api/token`` tells the page whether a token is right.
+- ``POST /api/actions/{unlock|purge|redrive|affiliation|delete-item|move-item|
+  push-add|push-remove}``: admin actions, behind the token (``actions.py``,
+  ``push_actions.py``); ``POST /api/token`` tells the page whether a token is right.
 
 Every request must name this listener in its Host header, and a POST from a
 browser must come from such an origin (``guard.py``: DNS rebinding).

@@ -22,7 +22,16 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from xmpp_queue.core.ledger import EventKind
-from xmpp_queue.ledger_names import AT, DELIVERIES, ID, ITEM_ID, KIND, NODE, SUBSCRIBER
+from xmpp_queue.ledger_names import (
+    AT,
+    DELIVERIES,
+    ID,
+    ITEM_ID,
+    KIND,
+    NODE,
+    REASON,
+    SUBSCRIBER,
+)
 from xmpp_queue.pipeline.ledger_frame import KINDS, REMOVING_KINDS
 
 NOT_AN_ITEM_KINDS = (
@@ -51,6 +60,9 @@ _DELIVERED = EventKind.DELIVERED.value
 _ACKED = EventKind.ACKED.value
 _UNLOCKED = EventKind.UNLOCKED.value
 _EXPIRED = EventKind.EXPIRED.value
+_FILTERED = EventKind.FILTERED.value
+TOPIC = "topic"
+QUEUE = "queue"
 
 
 def _is(kind: str) -> Column:
@@ -146,6 +158,27 @@ def opening_backlog(counts: DataFrame) -> DataFrame:
     return counts.groupBy(NODE).agg(F.sum(sign * F.col("n")).cast("long").alias("opening_backlog"))
 
 
+def _kind_count(kind: str) -> Column:
+    """How many *kind* events a group holds; a ``filtered`` row is itself a count of
+    items (the service writes one per bound queue and committed batch)."""
+    if kind == _FILTERED:  # a row from before the counts (deliveries 0) is one item
+        n = F.greatest(F.col(DELIVERIES), F.lit(1))
+        return F.coalesce(F.sum(F.when(_is(kind), n)), F.lit(0)).alias(kind)
+    return F.count(F.when(_is(kind), 1)).alias(kind)
+
+
+def bound_queues(events: DataFrame) -> DataFrame:
+    """(topic, queue, copied, filtered): per topic, each bound queue with the items
+    copied into it (``published`` rows naming the topic) and the items its filter
+    kept out (the counts of its ``filtered`` rows)."""
+    rows = events.where(F.col(KIND).isin(_PUBLISHED, _FILTERED) & F.col(REASON).isNotNull())
+    copied = F.sum(F.when(_is(_PUBLISHED), 1).otherwise(0))
+    filtered = F.sum(F.when(_is(_FILTERED), F.col(DELIVERIES)).otherwise(0))
+    return rows.groupBy(F.col(REASON).alias(TOPIC), F.col(NODE).alias(QUEUE)).agg(
+        copied.cast("long").alias("copied"), filtered.cast("long").alias("filtered")
+    )
+
+
 def node_buckets(
     events: DataFrame, bucket_seconds: int, opening: DataFrame | None = None
 ) -> DataFrame:
@@ -157,9 +190,7 @@ def node_buckets(
     *opening* (from ``opening_backlog``; 0 when None) plus published minus removed.
     """
     stamped = events.withColumn(BUCKET, bucket_start(F.col(AT), bucket_seconds))
-    counts = stamped.groupBy(NODE, BUCKET).agg(
-        *[F.count(F.when(_is(k), 1)).alias(k) for k in KINDS]
-    )
+    counts = stamped.groupBy(NODE, BUCKET).agg(*[_kind_count(k) for k in KINDS])
     spans = stamped.groupBy(NODE).agg(
         F.unix_seconds(F.min(BUCKET)).alias("_first"),
         F.unix_seconds(F.max(BUCKET)).alias("_last"),

@@ -1,6 +1,6 @@
 """``xmpp-queue pipeline ...``: argument parsing and wiring of the Spark jobs.
 
-Why separate from the jobs: ``xmpp_queue/cli.py`` owns the command and the
+Why separate from the jobs: ``xmpp_queue/cli/`` owns the command and the
 config file; it calls ``add_pipeline_parser`` to add the subcommands and
 ``run_pipeline`` with the parsed arguments and the ``[pipeline]`` settings.
 Nothing here takes a credential: those come only from the config file.

@@ -36,6 +36,7 @@ TABLES = (
     "attribute_keys",
     "attribute_values",
     "reasons",
+    "bound_queues",
 )
 CHART_NODES = 8
 """Nodes charted over time (the busiest); every node is in the tables."""
@@ -66,6 +67,7 @@ class ReportTables:
     attribute_keys: DataFrame
     attribute_values: DataFrame
     reasons: DataFrame
+    bound_queues: DataFrame
 
     def by_name(self) -> dict[str, DataFrame]:
         return {name: getattr(self, name) for name in TABLES}
@@ -83,6 +85,7 @@ class ReportResult:
     paths: dict[str, str] = field(default_factory=dict)
     attribute_values: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[dict[str, Any]] = field(default_factory=list)
+    bound_queues: list[dict[str, Any]] = field(default_factory=list)
 
 
 def compute_report(
@@ -116,6 +119,7 @@ def compute_report(
         attribute_keys=details.attribute_keys(pairs, top),
         attribute_values=details.attribute_values(pairs, top),
         reasons=details.reasons(events, top),
+        bound_queues=analytics.bound_queues(events),
     )
 
 
@@ -179,6 +183,7 @@ def run_report(
         paths=paths,
         attribute_values=[dict(r) for r in data.attribute_values],
         reasons=[dict(r) for r in data.reasons],
+        bound_queues=[dict(r) for r in data.bound_queues],
     )
 
 
@@ -222,6 +227,7 @@ def _report_data(
         attribute_keys=_rows(tables["attribute_keys"].orderBy(NODE, details.RANK)),
         attribute_values=_rows(tables["attribute_values"].orderBy(NODE, details.RANK)),
         reasons=_rows(tables["reasons"].orderBy(NODE, details.CATEGORY, details.RANK)),
+        bound_queues=_rows(tables["bound_queues"].orderBy(analytics.TOPIC, analytics.QUEUE)),
     )
 
 
@@ -250,11 +256,27 @@ def print_summary(result: ReportResult, out: TextIO) -> None:
         table.add_row(*[_fmt(row.get(key)) for _, key in columns])
     console = Console(file=out, width=140)
     console.print(table)
+    _print_bound_queues(result, console)
     _print_details(result, console)
     console.print(
         f"{result.workers} workers · {result.poison} poison candidates · "
         f"{result.html_path} · {result.seconds:.1f} s"
     )
+
+
+def _print_bound_queues(result: ReportResult, console: Any) -> None:
+    """Per topic, its bound queues: items copied in and kept out by the filter."""
+    from rich.table import Table
+
+    if not result.bound_queues:
+        return
+    table = Table(title="topics and their bound queues")
+    for title in ("topic", "queue", "copied", "filtered"):
+        table.add_column(title, justify="left" if title in ("topic", "queue") else "right")
+    for row in result.bound_queues:
+        keys = (analytics.TOPIC, analytics.QUEUE, "copied", "filtered")
+        table.add_row(*[_fmt(row.get(key)) for key in keys])
+    console.print(table)
 
 
 def _print_details(result: ReportResult, console: Any) -> None:

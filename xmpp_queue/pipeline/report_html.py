@@ -63,6 +63,7 @@ class ReportData:
     attribute_keys: Sequence[Row] = field(default_factory=tuple)
     attribute_values: Sequence[Row] = field(default_factory=tuple)
     reasons: Sequence[Row] = field(default_factory=tuple)
+    bound_queues: Sequence[Row] = field(default_factory=tuple)
 
 
 def render_report(data: ReportData) -> str:
@@ -76,6 +77,10 @@ def render_report(data: ReportData) -> str:
         *[f"<p class='meta'>{escape(note)}</p>" for note in data.notes],
         "<h2>Queues</h2>",
         _totals_table(data.totals),
+        "<h2>Topics and their bound queues</h2>",
+        "<p class='meta'>Each queue bound to a topic (<code>pubsub#queue_topic</code>): the "
+        "topic's items copied into it, and those its filter kept out.</p>",
+        _bound_queues_table(data.bound_queues),
         "<h2>Throughput and backlog</h2>",
         _node_charts(data),
         "<h2>Latency percentiles</h2>",
@@ -121,6 +126,24 @@ def render_report(data: ReportData) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _bound_queues_table(rows: Sequence[Row]) -> str:
+    if not rows:
+        return "<p class='empty'>No queue bound to a topic in this range.</p>"
+    shown = []
+    for r in rows:
+        seen = (r["copied"] or 0) + (r["filtered"] or 0)
+        kept = f"{(r['copied'] or 0) / seen:.0%}" if seen else "-"
+        shown.append({**r, "kept": kept})
+    columns = [
+        ("topic", "topic"),
+        ("queue", "queue"),
+        ("copied", "copied"),
+        ("filtered out", "filtered"),
+        ("kept", "kept"),
+    ]
+    return _table(shown, columns)
 
 
 def _range_text(data: ReportData) -> str:

@@ -1,7 +1,7 @@
 """Settings of the Spark pipeline, built from a plain dict (the ``[pipeline]`` table).
 
 Why a dict: the pipeline must not depend on how ``xmpp_queue.config`` models the
-whole file; ``cli.py`` hands over the ``[pipeline]`` table (plus the storage URL)
+whole file; ``cli/extensions.py`` hands over the ``[pipeline]`` table (plus the storage URL)
 and this module validates it. Credentials live here and only here: the pipeline
 never takes a password on the command line, where ``ps`` and shell history would
 keep it.

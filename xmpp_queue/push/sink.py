@@ -38,6 +38,7 @@ from typing import Protocol
 
 import aiohttp
 
+from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import Effect, ItemNotice, NoticeItem, UnlockNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.model import Actor
@@ -78,14 +79,17 @@ def signature(secret: bytes, timestamp: int, body: bytes) -> str:
 
 
 def item_body(node: str, item: NoticeItem) -> bytes:
-    """The JSON a receiver gets: node, item id, payload, attributes, delivery attempt."""
+    """The JSON a receiver gets: node, item id, payload, attributes, publish time
+    (XEP-0082, UTC), delivery attempt."""
     attributes = {k: v for k, v in item.headers.items() if k != "delivery-attempt"}
+    published = item.published_at
     return json.dumps(
         {
             "node": node,
             "id": item.item_id,
             "payload": item.payload,
             "attributes": attributes,
+            "publish_time": None if published is None else format_datetime(published),
             "delivery_attempt": int(item.headers.get("delivery-attempt", "1")),
         },
         separators=(",", ":"),

@@ -61,6 +61,10 @@ class Outbox:
     def unroute(self, subscriber: str) -> None:
         self._routes.pop(subscriber, None)
 
+    def has_route(self, subscriber: str) -> bool:
+        """Whether *subscriber* has a sink of its own (not the default one)."""
+        return subscriber in self._routes
+
     def sink_for(self, subscriber: str) -> EffectSink:
         return self._routes.get(subscriber, self._default)
 

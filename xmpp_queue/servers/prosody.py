@@ -5,7 +5,7 @@ Why not the system service: it listens on the standard ports, keeps state in
 A private instance has its own config file and data directory in a temporary
 directory, listens on free loopback ports only, and starts from a clean slate
 (``default_storage = "memory"``; only the accounts we register are files).
-The settings are those of ``/work/shared/recipes/README.md``:
+Its settings, and why:
 
 - ``run_as_root = true``: CI runs as root, and Prosody refuses root otherwise.
 - ``modules_disabled = { "s2s"; "tls" }``, ``c2s_require_encryption = false``,

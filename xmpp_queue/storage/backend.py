@@ -6,8 +6,9 @@ implementation of the core's ports; a backend only persists. Three exist:
 - ``backend_memory.MemoryBackend``: nothing persists (unit, protocol and admin
   tests; ``demo --memory``); committed ledger rows are kept in a list so ledger
   reads behave as with a database;
-- ``backend_sql.SqliteBackend`` and ``backend_sql.PostgresBackend``: the
-  migrated schema, written with one transaction per commit.
+- ``backend_sqlite.SqliteBackend`` and ``backend_postgres.PostgresBackend``
+  (opened by ``backend_sql.open_sql_backend``): the migrated schema, written
+  with one transaction per commit.
 
 A backend reports a failed write as :class:`FlushFailed`, saying whether the
 database may have committed anyway (then the store reloads rather than guess).
@@ -19,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.state import MemoryState
 
 if TYPE_CHECKING:

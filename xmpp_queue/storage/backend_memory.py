@@ -15,7 +15,7 @@ from datetime import datetime
 from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.changes import Flush
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.state import MemoryState
 
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from xmpp_queue.storage.changes import ChangeSet, Flush
+from xmpp_queue.storage.changes import ChangeSet
+from xmpp_queue.storage.flush import Flush
 
 
 @dataclass(slots=True, eq=False)

@@ -3,7 +3,7 @@
 The write-behind store reads every node, affiliation, subscription and item
 once, at open (and again after a commit whose outcome is unknown). The column
 orders below are shared by the load queries and the write statements
-(``backend_sql``), so a row read and a row written line up.
+(``sql_statements``, ``sql_rows``), so a row read and a row written line up.
 
 Memory matters here: a queue may hold millions of items. Repeated strings
 (node ids, publishers, lock holders) are shared, equal timestamps of one row
@@ -25,13 +25,9 @@ from xmpp_queue.core.model import (
     SubscriptionState,
 )
 from xmpp_queue.storage import codec
-from xmpp_queue.storage.state import (
-    COLD,
-    EMPTY_HEADERS,
-    MemoryState,
-    NodeState,
-    frozen_headers,
-)
+from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, frozen_headers
+from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.state import MemoryState
 
 NODE_FIELDS = ("node_id", "config", "creator", "created_at")  # the table's column order
 AFFILIATION_FIELDS = ("node_id", "jid", "affiliation")

@@ -5,7 +5,7 @@ node's ``NodeState.retained``, out of every queue index, with its payload in
 the database. It must go when its retention ends, and finding those must cost
 what is due, not the number of retained items: one heap of
 ``(until, seq, node_id, item_id, acked_at)``, lazily cleaned like the other
-deadline heaps of ``state``. An entry is live while its node still retains
+deadline heaps of ``time_indexes``. An entry is live while its node still retains
 that item with that seq and ack time (a replayed and acked again item has a
 newer entry; the old one is skipped).
 

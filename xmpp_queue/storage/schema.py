@@ -3,7 +3,7 @@
 Only alembic revisions in ``migrations/`` change a live database; these models
 are what autogenerate compares against (``tests/storage/test_migrations.py``
 checks that the revisions and the models agree). The SQL backends
-(``backend_sql.py``) compile their statements from these tables once; nothing
+(``sql_statements.py``) compile their statements from these tables once; nothing
 uses the ORM unit of work.
 
 Choices worth knowing:
@@ -239,6 +239,24 @@ class MemberRow(Base):
     seen_at: Mapped[datetime]
 
 
+class PlacementRow(Base):
+    """Which shard (component domain) serves a node, in a sharded deployment.
+
+    Written by the directory when it places a new node (before the node exists)
+    and by the shard in the commit that creates or deletes the node. ``epoch``
+    and ``partition_of`` are there for moves and partitioned queues
+    (docs/scaling.md, not built yet).
+    """
+
+    __tablename__ = "node_placement"
+
+    node_id: Mapped[str] = mapped_column(String(), primary_key=True)
+    shard: Mapped[str] = mapped_column(String(), index=True)
+    epoch: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    placed_at: Mapped[datetime]
+    partition_of: Mapped[str | None] = mapped_column(String())
+
+
 metadata = Base.metadata
 
 nodes = cast(Table, NodeRow.__table__)
@@ -249,3 +267,4 @@ ledger = cast(Table, LedgerRow.__table__)
 leases = cast(Table, LeaseRow.__table__)
 members = cast(Table, MemberRow.__table__)
 snapshots = cast(Table, SnapshotRow.__table__)
+placements = cast(Table, PlacementRow.__table__)

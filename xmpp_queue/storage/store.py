@@ -82,11 +82,12 @@ from xmpp_queue.core.ports import (
     Transaction,
 )
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
-from xmpp_queue.storage.changes import ChangeSet, Flush
+from xmpp_queue.storage.changes import ChangeSet
+from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.inflight import InFlight, durable_now
+from xmpp_queue.storage.items_repo import ItemsRepo
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
-    ItemsRepo,
     LedgerRepo,
     NodesRepo,
     SubscriptionsRepo,

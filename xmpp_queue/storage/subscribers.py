@@ -32,7 +32,7 @@ from xmpp_queue.core.model import Subscription, bare
 from xmpp_queue.core.queue.dispatch import takes_work
 
 if TYPE_CHECKING:
-    from xmpp_queue.storage.state import NodeState
+    from xmpp_queue.storage.node_state import NodeState
 
 SubKey = tuple[str, str]  # (node_id, subid)
 

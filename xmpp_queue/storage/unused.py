@@ -4,7 +4,7 @@ A queue bound to a topic, with ``queue_expire_after`` > 0 and no subscriber,
 is deleted once it has been so for that long. Finding those must cost what is
 due, never a scan of every node: one heap of ``(deadline, node_id, gen,
 since)`` entries, lazily checked when one surfaces, like the other deadline
-heaps of ``state``.
+heaps of ``time_indexes``.
 
 ``gen`` is a store-wide counter stamped on a node at each subscription added
 or removed through the repository (``touch``). An entry is live while its

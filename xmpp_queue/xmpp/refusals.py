@@ -82,5 +82,5 @@ class RefusalLog:
 
 
 REFUSALS = RefusalLog()
-"""The component's one refusal log (``errors.py`` writes to it; ``app.py`` connects
+"""The component's one refusal log (``errors.py`` writes to it; ``app/term.py`` connects
 its counts to the metrics)."""

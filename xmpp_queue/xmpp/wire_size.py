@@ -37,7 +37,7 @@ from slixmpp.xmlstream.tostring import tostring
 
 from xmpp_queue.core.effects import ItemNotice, NoticeItem
 from xmpp_queue.core.model import ItemPage
-from xmpp_queue.xmpp import render
+from xmpp_queue.xmpp import iq_results, text_render
 from xmpp_queue.xmpp.errors import AnswerTooBig
 from xmpp_queue.xmpp.stanzas import PUBSUB
 
@@ -65,12 +65,12 @@ def split_item_notice(effect: ItemNotice, sender: str, limit: int) -> list[ItemN
     if len(effect.items) <= 1:
         return [effect]
     probe = dataclasses.replace(effect, items=(NoticeItem("", None),))
-    envelope = utf8_size(render.notice_text(probe, sender, "x" * 40) or "")
+    envelope = utf8_size(text_render.notice_text(probe, sender, "x" * 40) or "")
     budget = limit - envelope - SLACK
     groups: list[list[NoticeItem]] = [[]]
     used = 0
     for item in effect.items:
-        size = utf8_size(render.notice_item_text(item, several=True))
+        size = utf8_size(text_render.notice_item_text(item, several=True))
         if groups[-1] and used + size > budget:
             groups.append([])
             used = 0
@@ -121,7 +121,7 @@ def _item_sizes(reply: Iq) -> list[int]:
 def items_reply_text(iq: Iq, node: str, page: ItemPage, limit: int) -> str:
     """The §6.5 answer for *page* as text, cut to fit in *limit* bytes (see the
     module docstring)."""
-    reply = render.items_result(iq, node, page)
+    reply = iq_results.items_result(iq, node, page)
     text = stanza_text(reply)
     total = utf8_size(text)
     if total <= limit:
@@ -154,7 +154,7 @@ def items_reply_text(iq: Iq, node: str, page: ItemPage, limit: int) -> str:
         len(items),
         limit,
     )
-    return stanza_text(render.items_result(iq, node, cut))
+    return stanza_text(iq_results.items_result(iq, node, cut))
 
 
 def check_answer(text: str, limit: int) -> None:

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from xmpp_queue.core.batcher import Work
-from xmpp_queue.core.effects import NoticeItem, UnlockNotice, headline
+from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import REASON_EXPIRED, EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
 from xmpp_queue.core.queue.deadlines import (
@@ -44,6 +44,8 @@ log = logging.getLogger("xmpp_queue.queue")
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 
 EXPIRY_BATCH = 500
+DELIVERY_RESENT = "delivery-resent"
+"""Marks an item notice sent again for a lock already announced (see ``resend_held``)."""
 
 
 def key_of(item: Item) -> tuple[str, str]:
@@ -151,9 +153,39 @@ class QueueEngine:
             item.payload,
             self._ctx.shown_publisher(node, item.publisher),
             {**item.headers, "delivery-attempt": str(deliveries)},
+            item.published_at,
         )
         batches.add(work.effects, sub, notice_item)
         work.deadlines_changed = True
+
+    async def resend_held(self, work: Work, node: Node) -> int:
+        """Each item locked on *node* is announced to its holder again: same lock, same
+        attempt, marked ``delivery-resent``. Why: the notice of a lock committed just
+        before a crash (or before the stream to the server dropped) may never have
+        left, and its holder would wait for the lock timeout with a window it thinks
+        has room. A holder that already has the item knows it by the mark and the
+        attempt. Changes nothing: no ledger row, no new deadline."""
+        resent = 0
+        for item in await work.tx.items.locked(node.node_id):
+            if item.lock_jid is None or item.locked_by is None:
+                continue
+            headers = {
+                **item.headers,
+                "delivery-attempt": str(item.deliveries),
+                DELIVERY_RESENT: "1",
+            }
+            shown = self._ctx.shown_publisher(node, item.publisher)
+            work.effects.append(
+                ItemNotice(
+                    item.lock_jid,
+                    node.node_id,
+                    (NoticeItem(item.item_id, item.payload, shown, headers),),
+                    (item.locked_by,),
+                    headline(node.config),
+                )
+            )
+            resent += 1
+        return resent
 
     async def expire_waiting(self, work: Work, node: Node, item: Item) -> None:
         """A waiting item past its expiry: to the dead-letter node with reason

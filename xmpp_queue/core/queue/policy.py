@@ -91,10 +91,17 @@ class QueuePolicy:
     # --- items -------------------------------------------------------------------------
 
     async def publish(
-        self, work: Work, node: Node, item_id: str, item: NewItem, publisher: str
+        self,
+        work: Work,
+        node: Node,
+        item_id: str,
+        item: NewItem,
+        publisher: str,
+        source: str | None = None,
     ) -> None:
         """Store the item with its schedule (priority, start, expiry), or, for an id
-        inside the dedup window, store nothing and say so in the ledger."""
+        inside the dedup window, store nothing and say so in the ledger. A copy from
+        a topic (*source*) names it as its ``published`` row's reason."""
         cfg, items = node.config, work.tx.items
         plan = schedule(item.attributes, cfg, work.now)
         existing = await items.get(node.node_id, item_id)
@@ -130,7 +137,7 @@ class QueuePolicy:
         stored = await items.put(
             scheduled_item(node.node_id, item_id, publisher, item, plan, work.now)
         )
-        record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored)
+        record(work.tx.ledger, work.now, EventKind.PUBLISHED, stored, reason=source)
         if plan.available_at is not None:
             work.deadlines_changed = True
 
@@ -271,6 +278,9 @@ class QueuePolicy:
         self, work: Work, node: Node, sub: Subscription, reason: str, notify: bool
     ) -> int:
         return await self._engine.release_subscription(work, node, sub, reason, notify)
+
+    async def resend_held(self, work: Work, node: Node) -> int:
+        return await self._engine.resend_held(work, node)
 
     async def force_unlock(self, work: Work, node: Node, item: Item) -> bool:
         """An admin takes the lock back: the holder is told, the item goes on."""

@@ -329,11 +329,19 @@ const AFFILIATION_SPEC = {
 };
 
 /** Push subscriptions: the service sends them masked (secrets and the URL's query). */
-const PUSH_SPEC = {
-  columns: 4, empty: "no push subscriptions", rowClass: "push", attr: "data-id",
-  key: (p) => p.id,
-  texts: (p) => [p.id, p.url, p.auth, p.max_in_flight],
-};
+function pushSpec(node) {
+  return {
+    columns: 5, empty: "no push subscriptions", rowClass: "push", attr: "data-id",
+    key: (p) => p.id,
+    cellClasses: ["id", "url", "auth", "num max-in-flight"],
+    texts: (p) => [p.id, p.url, p.auth, p.max_in_flight],
+    action: (p) => el("button", { class: "push-remove danger", type: "button", onclick: () => {
+      if (confirm(`Remove push subscription ${p.id} (${p.url})? Items it holds go back to the queue.`)) {
+        run("push-remove", { node, id: p.id });
+      }
+    } }, "Remove"),
+  };
+}
 
 /** An item's attributes (its publisher's SHIM headers) as "k=v, k=v", or "–". */
 function attributes(attrs) {
@@ -382,7 +390,7 @@ async function refreshQueue() {
     `(${fmt(q.items.length)} oldest of ${fmt(q.waiting + q.in_flight)})`;
   syncRows("#items", q.items, itemSpec(q.node));
   syncRows("#affiliations", q.affiliations || [], AFFILIATION_SPEC);
-  syncRows("#push", q.push || [], PUSH_SPEC);
+  syncRows("#push", q.push || [], pushSpec(q.node));
   const c = q.config;
   document.getElementById("config").textContent =
     `lock timeout ${c.lock_timeout} s · max deliveries ${c.max_deliveries || "no limit"} · ` +
@@ -432,12 +440,39 @@ function setUpSignIn(refresh) {
       });
     });
   }
+  const pushForm = document.getElementById("push-add");
+  if (pushForm) setUpPushForm(pushForm);
   const redrive = document.getElementById("redrive");
   if (redrive) {
     redrive.addEventListener("click", () => {
       run("redrive", { node: new URLSearchParams(location.search).get("node") });
     });
   }
+}
+
+/** The add form: the secret box is on only with an auth that needs one, and is
+ * emptied once sent (accepted or not), so the page never keeps or shows it. */
+function setUpPushForm(form) {
+  const auth = document.getElementById("push-auth");
+  const secret = document.getElementById("push-secret");
+  auth.addEventListener("change", () => {
+    secret.disabled = auth.value === "none";
+    secret.required = !secret.disabled;
+    if (secret.disabled) secret.value = "";
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = {
+      node: new URLSearchParams(location.search).get("node"),
+      url: document.getElementById("push-url").value.trim(),
+      auth: auth.value,
+      max_in_flight: document.getElementById("push-max").value.trim(),
+    };
+    if (auth.value !== "none") body.secret = secret.value;
+    secret.value = "";
+    await run("push-add", body);
+    if (document.getElementById("error").hidden) document.getElementById("push-url").value = "";
+  });
 }
 
 function start() {

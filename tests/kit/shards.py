@@ -1,0 +1,114 @@
+"""A sharded deployment for the integration tests: one config, several processes.
+
+The public name ``shards.localhost`` (the directory) and three shards
+``p0..p2.shards.localhost`` are declared on the session's Prosody and ejabberd
+(``integration.COMPONENTS``). :class:`ShardedCluster` writes one config with a
+``[shards]`` table and a short lease, migrates the database, and starts
+``python -m xmpp_queue run`` processes; each process's log says which shards it
+serves (``event=lease_acquired name=...`` then ``event=connected jid=...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+from tests.kit.integration import (
+    SHARD_JIDS,
+    SHARDED_JID,
+    SHARDS_SECRET,
+    ComponentProcess,
+    XmppServer,
+    make_component,
+)
+
+LEASE = 2  # seconds: a hung shard process is replaced quickly in tests
+_TERM = re.compile(r"event=lease_acquired name=(\S+)")
+_DOWN = re.compile(r"event=stepped_down component=(\S+)")
+
+
+class ShardedCluster:
+    """Processes of one sharded config; each writes its own log."""
+
+    def __init__(self, base: ComponentProcess) -> None:
+        self.base = base
+        self.procs: list[ComponentProcess] = []
+
+    @classmethod
+    def make(
+        cls,
+        server: XmppServer,
+        url: str,
+        workdir: Path,
+        per_process: int = 1,
+        http: dict[str, str] | None = None,
+    ) -> ShardedCluster:
+        base = make_component(
+            server,
+            url,
+            workdir / "shards",
+            jid=SHARDED_JID,
+            secret=SHARDS_SECRET,
+            access={"queue_access_model": "open"},
+            http=http,
+        )
+        text = base.config_path.read_text().replace(
+            f'url = "{url}"', f'url = "{url}"\nlease_seconds = {LEASE}'
+        )
+        domains = ", ".join(f'"{d}"' for d in SHARD_JIDS)
+        text += f"\n[shards]\ndomains = [{domains}]\nper_process = {per_process}\n"
+        base.config_path.write_text(text)
+        base.migrate()
+        return cls(base)
+
+    def add(self) -> ComponentProcess:
+        n = len(self.procs)
+        proc = dataclasses.replace(
+            self.base,
+            log_path=self.base.log_path.with_name(f"{self.base.log_path.stem}-{n}.log"),
+            process=None,
+        )
+        proc.spawn()
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def serves(proc: ComponentProcess) -> set[str]:
+        """The names (shards, the directory) *proc* serves now, from its log."""
+        if not proc.running:
+            return set()
+        log = proc.run_log()
+        held: set[str] = set()
+        for line in log.splitlines():
+            if (m := _TERM.search(line)) is not None:
+                held.add(m.group(1))
+            elif (m := _DOWN.search(line)) is not None:
+                held.discard(m.group(1))
+        return {name for name in held if f"event=connected jid={name}" in log}
+
+    def serving(self) -> dict[str, ComponentProcess]:
+        """Name -> the process serving it (shards and the directory)."""
+        found: dict[str, ComponentProcess] = {}
+        for proc in self.procs:
+            for name in self.serves(proc):
+                found[name] = proc
+        return found
+
+    async def wait_all_served(self, within: float = 60.0) -> dict[str, ComponentProcess]:
+        """Until the directory and every shard are served; name -> process."""
+        wanted = {SHARDED_JID, *SHARD_JIDS}
+        deadline = time.monotonic() + within
+        while not wanted <= set(found := self.serving()):
+            if time.monotonic() > deadline:
+                logs = "\n".join(
+                    f"--- {p.log_path.name}\n{p.run_log()[-4000:]}" for p in self.procs
+                )
+                raise AssertionError(f"not all served within {within}s ({found}):\n{logs}")
+            await asyncio.sleep(0.1)
+        return found
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(p.astop() for p in self.procs))

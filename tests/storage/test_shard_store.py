@@ -1,0 +1,129 @@
+"""Shard stores on one PostgreSQL: each loads and writes only its own nodes.
+
+Real PostgreSQL; two shards' stores share one database as two processes would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.kit.stores import empty_database
+from xmpp_queue.storage.placement import PlacementTable
+from xmpp_queue.storage.shard_backend import SEQ_BLOCK, NodeOnAnotherShard, open_shard_store
+
+from .samples import item, node
+
+P0, P1 = "p0.queue.example.org", "p1.queue.example.org"
+
+
+@pytest.fixture
+async def pg(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return await empty_database("postgresql", request, tmp_path)
+
+
+async def test_each_shard_loads_only_the_nodes_placed_on_it(pg: str) -> None:
+    a = await open_shard_store(pg, None, P0)
+    b = await open_shard_store(pg, None, P1)
+    table = PlacementTable(pg)
+    try:
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs"))
+            await tx.items.put(item("jobs", "one"))
+            await tx.commit()
+        async with b.transaction() as tx:
+            await tx.nodes.add(node("mail"))
+            await tx.items.put(item("mail", "two"))
+            await tx.commit()
+        assert await table.owner("jobs") == P0  # written in the commit that made it
+        assert await table.owner("mail") == P1
+        again = await open_shard_store(pg, None, P0)
+        try:
+            async with again.transaction() as tx:
+                assert [n.node_id for n in await tx.nodes.all()] == ["jobs"]
+                assert await tx.items.count("jobs") == 1
+        finally:
+            await again.close()
+        # The two shards' item seqs come from disjoint blocks.
+        seqs = [a.state.nodes["jobs"].items["one"].seq, b.state.nodes["mail"].items["two"].seq]
+        assert abs(seqs[0] - seqs[1]) >= SEQ_BLOCK - 1
+    finally:
+        await a.close()
+        await b.close()
+        await table.close()
+
+
+async def test_a_shard_cannot_commit_a_node_placed_on_another(pg: str) -> None:
+    table = PlacementTable(pg)
+    b = await open_shard_store(pg, None, P1)
+    try:
+        assert await table.claim("jobs", P0) == P0  # the directory placed it on p0
+        assert await table.claim("jobs", P1) == P0  # a second claim finds the first
+        with pytest.raises(NodeOnAnotherShard):
+            async with b.transaction() as tx:
+                await tx.nodes.add(node("jobs"))
+                await tx.commit()
+        assert await table.owner("jobs") == P0
+        async with b.transaction() as tx:
+            assert await tx.nodes.all() == []
+    finally:
+        await b.close()
+        await table.close()
+
+
+async def test_deleting_a_node_removes_its_placement(pg: str) -> None:
+    a = await open_shard_store(pg, None, P0)
+    table = PlacementTable(pg, cache_seconds=0)
+    try:
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs"))
+            await tx.commit()
+        assert [n.node_id for n in await table.listing("w@example.org")] == ["jobs"]
+        async with a.transaction() as tx:
+            await tx.nodes.remove("jobs")
+            await tx.commit()
+        assert await table.owner("jobs") is None
+        assert await table.listing("w@example.org") == []
+    finally:
+        await a.close()
+        await table.close()
+
+
+async def test_a_shard_that_lost_its_lease_cannot_commit(pg: str) -> None:
+    """Fencing as for one component: each shard's commits check its own lease's token,
+    and another shard's lease changes nothing for it."""
+    from xmpp_queue.core.errors import NotActive
+    from xmpp_queue.storage.lease import PostgresLease
+
+    old, new = PostgresLease(pg, P0, holder="a:1"), PostgresLease(pg, P0, holder="b:2")
+    other = PostgresLease(pg, P1, holder="a:1")
+    stores = []
+    try:
+        await old.try_acquire()
+        await other.try_acquire()
+        a = await open_shard_store(pg, old.fence, P0)
+        b = await open_shard_store(pg, other.fence, P1)
+        stores += [a, b]
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs"))
+            await tx.commit()
+        await old.release()  # as if its term ran out while it was paused
+        assert await new.try_acquire() == 2
+        with pytest.raises(NotActive):
+            async with a.transaction() as tx:
+                await tx.items.put(item("jobs", "late"))
+                await tx.commit()
+        async with b.transaction() as tx:  # p1's term goes on
+            await tx.nodes.add(node("mail"))
+            await tx.commit()
+        fresh = await open_shard_store(pg, new.fence, P0)
+        stores.append(fresh)
+        async with fresh.transaction() as tx:
+            assert [n.node_id for n in await tx.nodes.all()] == ["jobs"]
+            assert await tx.items.count("jobs") == 0
+    finally:
+        for store in stores:
+            await store.close()
+        for lease in (old, new, other):
+            await lease.close()

@@ -1,0 +1,244 @@
+"""The PostgreSQL backend: asyncpg directly, one connection reopened after an outage.
+
+asyncpg's ``executemany`` runs a prepared statement over all rows in one
+pipelined round trip and encodes datetimes in C. Going through SQLAlchemy would
+add a bind processor call per value and a cursor adaptation per statement, the
+very per-row Python this store exists to avoid. A commit whose answer was lost
+is looked up by its transaction id; with a leader lease, every commit checks
+the lease token (fencing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+from xmpp_queue.core.errors import NotActive, StorageUnavailable
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.storage.backend import FlushFailed
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.lease import FENCE_CHECK, Fence
+from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.sql_outages import postgres_outage, translate
+from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
+from xmpp_queue.storage.sql_statements import POSTGRES
+from xmpp_queue.storage.state import MemoryState
+
+log = logging.getLogger("xmpp_queue.storage.store")
+T = TypeVar("T")
+
+# PostgreSQL sequences are moved this far past the ids handed out, so a commit
+# touches them once per this many new items (another writer never collides).
+_SEQUENCE_STEP = 4096
+
+
+class PostgresBackend:
+    """PostgreSQL through one asyncpg connection, reopened after an outage."""
+
+    keeps_payloads = True
+
+    def __init__(self, url: str, fence: Fence | None = None) -> None:
+        parsed = make_url(url).set(drivername="postgresql")
+        self._dsn = parsed.render_as_string(hide_password=False)
+        self._conn: asyncpg.Connection | None = None
+        self.fence = fence  # high availability: every commit checks our lease token
+        self._seq_reserved = 0
+        self._sub_id_reserved = 0
+        # One connection carries one call at a time: a read (payloads, ledger) must
+        # not interleave with a commit, nor with setting up a new connection.
+        self._busy = asyncio.Lock()
+
+    async def _connection(self) -> asyncpg.Connection:
+        """The open connection, or a new one (the caller holds ``_busy``)."""
+        if self._conn is None or self._conn.is_closed():
+            self._conn = None
+            try:
+                conn = await asyncpg.connect(self._dsn)
+                if self.fence is not None:
+                    # A commit holds the lease row (the fencing check) until it ends. If
+                    # this process froze mid-commit (SIGSTOP, a stalled VM), the server
+                    # ends that transaction, releasing the row for a standby, before
+                    # the lease term is over.
+                    await conn.execute(
+                        "SET idle_in_transaction_session_timeout = "
+                        f"{int(self.fence.idle_limit * 1000)}"
+                    )
+            except Exception as exc:
+                raise translate(exc, postgres_outage) from exc
+            self._conn = conn
+        return self._conn
+
+    async def _read(self, query: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run a read; after a lost connection once more on a new one (a read is
+        always safe to repeat)."""
+        async with self._busy:
+            for attempt in (1, 2):
+                conn = await self._connection()
+                try:
+                    return await query(conn)
+                except Exception as exc:
+                    lost = self._lost(exc)
+                    if lost is exc or attempt == 2:
+                        raise lost from exc
+        raise AssertionError("unreachable")
+
+    def _lost(self, exc: BaseException) -> BaseException:
+        """*exc* as the store sees it; an outage also drops the connection (the next
+        call opens a new one)."""
+        translated = translate(exc, postgres_outage)
+        outage = isinstance(translated, StorageUnavailable)
+        if outage and not isinstance(translated, NotActive) and self._conn is not None:
+            self._conn.terminate()
+            self._conn = None
+        return translated
+
+    async def load(self) -> MemoryState:
+        async with self._busy:
+            return await self._load()
+
+    async def _load(self) -> MemoryState:
+        conn = await self._connection()
+        builder = StateBuilder(postgres_when)
+        try:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                builder.nodes(await conn.fetch(POSTGRES.load_nodes))
+                builder.affiliations(await conn.fetch(POSTGRES.load_affs))
+                builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
+                builder.items(await conn.fetch(POSTGRES.load_items))
+                builder.snapshots(await conn.fetch(POSTGRES.load_snapshots))
+                for node_id, window in builder.dedup_nodes():
+                    last = await conn.fetchval(POSTGRES.ledger_last, node_id)
+                    if last is not None:
+                        since = last - timedelta(seconds=window)
+                        rows = await conn.fetch(POSTGRES.ledger_finished, node_id, since)
+                        builder.finished(node_id, rows)
+                seq_floor = await conn.fetchval(
+                    "SELECT pg_sequence_last_value(pg_get_serial_sequence('items', 'seq'))"
+                )
+                sub_floor = await conn.fetchval(
+                    "SELECT pg_sequence_last_value(pg_get_serial_sequence('subscriptions', 'id'))"
+                )
+        except Exception as exc:
+            raise self._lost(exc) from exc
+        if builder.orphans:
+            log.warning("event=orphan_rows count=%d action=ignored", builder.orphans)
+        state = builder.finish(seq_floor or 0, sub_floor or 0)
+        self._seq_reserved = state.next_seq - 1
+        self._sub_id_reserved = state.next_sub_id - 1
+        return state
+
+    async def write(self, flush: Flush) -> None:
+        async with self._busy:
+            await self._write(flush)
+
+    def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """The commit's statements and rows (a shard adds its placement rows)."""
+        return write_plan(flush, POSTGRES, same_time)
+
+    async def _write(self, flush: Flush) -> None:
+        plan = self._plan(flush)
+        try:
+            conn = await self._connection()
+        except StorageUnavailable as exc:
+            raise FlushFailed(exc, maybe_committed=False) from exc
+        transaction = conn.transaction()
+        try:
+            await transaction.start()
+            # The transaction's id lets a COMMIT whose answer was lost be looked up.
+            if self.fence is not None:
+                xid = await conn.fetchval(
+                    FENCE_CHECK + " RETURNING txid_current()", self.fence.name, self.fence.token
+                )
+                if xid is None:
+                    raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+            else:
+                xid = await conn.fetchval("SELECT txid_current()")
+            for sql, rows in plan:
+                await conn.executemany(sql, rows)
+            await self._reserve(conn, flush)
+        except NotActive as exc:
+            await transaction.rollback()
+            fence = self.fence
+            assert fence is not None
+            log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
+            raise FlushFailed(exc, maybe_committed=False) from exc
+        except BaseException as exc:
+            if not conn.is_closed():
+                try:
+                    await transaction.rollback()
+                except Exception:
+                    pass
+            raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
+        if conn.is_closed():  # lost before COMMIT was sent: certainly not committed
+            closed = StorageUnavailable("database unavailable: connection closed before COMMIT")
+            raise FlushFailed(self._lost(closed), maybe_committed=False)
+        try:
+            await transaction.commit()
+        except BaseException as exc:
+            lost = self._lost(exc)
+            outcome = await self._outcome(xid) if lost is not exc else None
+            if outcome == "committed":
+                log.info("event=commit_confirmed xid=%d after=%s", xid, type(exc).__name__)
+                return
+            raise FlushFailed(lost, maybe_committed=outcome != "aborted") from exc
+
+    async def _outcome(self, xid: int) -> str | None:
+        """Whether transaction *xid* committed ("committed" / "aborted"), asked on a
+        new connection after the old one died in its COMMIT; None if that cannot be
+        learnt now. A killed session's transaction is "in progress" until the server
+        has rolled it back: asked again for a moment."""
+        try:
+            conn = await self._connection()
+            for _ in range(40):
+                status = await conn.fetchval("SELECT txid_status($1)", xid)
+                if status != "in progress":
+                    return str(status) if status else None
+                await asyncio.sleep(0.05)
+        except Exception as exc:
+            self._lost(exc)
+        return None
+
+    async def _reserve(self, conn: asyncpg.Connection, flush: Flush) -> None:
+        """Keep the serial sequences ahead of the ids handed out in memory, so a
+        writer using them (the SQL store, a tool) never takes an id of ours."""
+        if flush.max_seq > self._seq_reserved:
+            target = flush.max_seq + _SEQUENCE_STEP
+            await conn.execute("SELECT setval(pg_get_serial_sequence('items', 'seq'), $1)", target)
+            self._seq_reserved = target
+        if flush.max_sub_id > self._sub_id_reserved:
+            target = flush.max_sub_id + _SEQUENCE_STEP
+            await conn.execute(
+                "SELECT setval(pg_get_serial_sequence('subscriptions', 'id'), $1)", target
+            )
+            self._sub_id_reserved = target
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
+        rows = await self._read(lambda conn: conn.fetch(POSTGRES.payloads, node_id, item_ids))
+        return {r[0]: r[1] for r in rows}
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        value = await self._read(
+            lambda conn: conn.fetchval(POSTGRES.ledger_count, node_id, kind.value, since)
+        )
+        return int(value)
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
+        if node_id is None:
+            rows = await self._read(lambda conn: conn.fetch(POSTGRES.ledger_all))
+        else:
+            rows = await self._read(lambda conn: conn.fetch(POSTGRES.ledger_for_node, node_id))
+        return [ledger_event(r, postgres_when) for r in rows]
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close(timeout=5)
+            except Exception:
+                self._conn.terminate()
+            self._conn = None

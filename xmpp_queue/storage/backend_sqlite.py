@@ -1,0 +1,157 @@
+"""The SQLite backend: the stdlib ``sqlite3`` connection on one worker thread.
+
+It runs the connection of ``engine.make_sqlite_engine`` (so the same WAL /
+``synchronous=FULL`` / foreign-key pragmas as every other connection). A commit
+is ``BEGIN IMMEDIATE``, a handful of ``executemany`` calls and ``COMMIT`` (the one
+fsync), all on that thread: the event loop keeps parsing stanzas while the disk
+syncs, and sqlite3 releases the GIL while it works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Engine
+
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.storage.backend import FlushFailed
+from xmpp_queue.storage.engine import make_sqlite_engine
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.sql_outages import sqlite_outage, translate
+from xmpp_queue.storage.sql_rows import (
+    ledger_event,
+    sqlite_time,
+    sqlite_times,
+    sqlite_when,
+    write_plan,
+)
+from xmpp_queue.storage.sql_statements import SQLITE
+from xmpp_queue.storage.state import MemoryState
+
+log = logging.getLogger("xmpp_queue.storage.store")
+T = TypeVar("T")
+
+
+class SqliteBackend:
+    """SQLite on one worker thread (see the module docstring)."""
+
+    keeps_payloads = True
+
+    def __init__(self, url: str) -> None:
+        self._engine: Engine = make_sqlite_engine(url)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmpp-queue-wb")
+        self._raw: Any = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker, fn)
+        except FlushFailed as failed:
+            failed.error = translate(failed.error, sqlite_outage)
+            raise
+        except Exception as exc:
+            raise translate(exc, sqlite_outage) from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._raw = self._engine.raw_connection()  # pragmas: engine.py
+            conn = self._raw.driver_connection
+            assert isinstance(conn, sqlite3.Connection)
+            self._conn = conn
+        return self._conn
+
+    async def load(self) -> MemoryState:
+        return await self._run(self._load)
+
+    def _load(self) -> MemoryState:
+        conn = self._connection()
+        builder = StateBuilder(sqlite_when)
+        conn.execute("BEGIN")  # one consistent snapshot
+        try:
+            builder.nodes(conn.execute(SQLITE.load_nodes))
+            builder.affiliations(conn.execute(SQLITE.load_affs))
+            builder.subscriptions(conn.execute(SQLITE.load_subs))
+            builder.items(conn.execute(SQLITE.load_items))
+            builder.snapshots(conn.execute(SQLITE.load_snapshots))
+            for node_id, window in builder.dedup_nodes():
+                last = sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])
+                if last is not None:
+                    since = sqlite_time(last - timedelta(seconds=window))
+                    builder.finished(
+                        node_id, conn.execute(SQLITE.ledger_finished, (node_id, since))
+                    )
+            floor = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
+        finally:
+            conn.execute("ROLLBACK")
+        if builder.orphans:
+            log.warning("event=orphan_rows count=%d action=ignored", builder.orphans)
+        return builder.finish(seq_floor=floor[0] if floor else 0)
+
+    async def write(self, flush: Flush) -> None:
+        plan = write_plan(flush, SQLITE, sqlite_times())
+        await self._run(lambda: self._write(plan))
+
+    def _write(self, plan: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql, rows in plan:
+                conn.executemany(sql, rows)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise FlushFailed(exc, maybe_committed=False) from exc
+        try:
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            # A full disk refuses the commit's pages before any is written: surely
+            # not committed. Other errors (an fsync that failed) may have committed.
+            full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            raise FlushFailed(exc, maybe_committed=not full) from exc
+
+    async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
+        params = (node_id, json.dumps(item_ids))
+        rows = await self._run(
+            lambda: self._connection().execute(SQLITE.payloads, params).fetchall()
+        )
+        return dict(rows)
+
+    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
+        params = (node_id, kind.value, sqlite_time(since.astimezone(UTC)))
+        row = await self._run(lambda: self._connection().execute(SQLITE.ledger_count, params))
+        return int(row.fetchone()[0])
+
+    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
+        def read() -> list[Any]:
+            conn = self._connection()
+            if node_id is None:
+                return conn.execute(SQLITE.ledger_all).fetchall()
+            return conn.execute(SQLITE.ledger_for_node, (node_id,)).fetchall()
+
+        return [ledger_event(r, sqlite_when) for r in await self._run(read)]
+
+    async def close(self) -> None:
+        def shut() -> None:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = self._conn = None
+            self._engine.dispose()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._worker, shut)
+        finally:
+            self._worker.shutdown(wait=True)

@@ -1,0 +1,164 @@
+"""The placement table: which shard (component domain) serves each node.
+
+Why a table on the shared PostgreSQL: every process of a sharded deployment
+(docs/scaling.md) must agree on where a node lives, at every moment, without
+talking to each other; the database already decides who serves a shard (the
+lease, ``lease.py``), so it decides where a node lives too.
+
+Who writes a row:
+
+- the **directory** on the public name (``claim``) when a client creates a node
+  there: it picks a shard (``core/placement.py``) and inserts the row if none
+  exists; the node itself is created by the shard the client is redirected to;
+- a **shard**, in the commit that creates a node (dead-letter nodes too) or
+  deletes one, fenced by its lease (``shard_backend.py``); and before it creates
+  a node no row names yet, a claim of its own, so two shards never both create
+  one name.
+
+Reads: a shard asks ``owner`` only for a node it does not hold (the error path:
+a request for a node it does not serve is redirected), and caches the answer
+for a moment; the directory asks for every node request it redirects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import asyncpg
+
+from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.storage import codec
+from xmpp_queue.storage.lease import DATABASE_ERRORS, asyncpg_dsn
+
+log = logging.getLogger("xmpp_queue.storage.placement")
+
+_OWNER = "SELECT shard FROM node_placement WHERE node_id = $1"
+_CLAIM = """
+INSERT INTO node_placement (node_id, shard, epoch, placed_at) VALUES ($1, $2, 1, now())
+ON CONFLICT (node_id) DO NOTHING
+"""
+_LISTING = """
+SELECT p.node_id, p.shard, n.config, a.affiliation
+  FROM node_placement p
+  JOIN nodes n ON n.node_id = p.node_id
+  LEFT JOIN affiliations a ON a.node_id = p.node_id AND a.jid = $1
+ ORDER BY p.node_id
+"""
+_COUNTS = "SELECT shard, count(*) FROM node_placement GROUP BY shard"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedNode:
+    """One node of the directory's disco#items: where it lives and what the
+    requester may know of it (its configuration and the requester's affiliation)."""
+
+    node_id: str
+    shard: str
+    config: NodeConfig
+    affiliation: Affiliation
+
+
+class PlacementTable:
+    """Reads and claims on ``node_placement`` over one asyncpg connection.
+
+    *cache_seconds*: how long an ``owner`` answer is kept (a shard asks on the
+    error path only; a short cache keeps a client hammering a wrong JID from
+    costing a query per request). A node's placement changes only by an explicit
+    move, which will clear the caches it concerns.
+    """
+
+    def __init__(self, url: str, *, cache_seconds: float = 2.0) -> None:
+        self._dsn = asyncpg_dsn(url)
+        self._conn: asyncpg.Connection | None = None
+        self._cache: dict[str, tuple[float, str | None]] = {}
+        self.cache_seconds = cache_seconds
+        # One connection carries one query at a time; the directory and a process's
+        # shard terms ask concurrently.
+        self._busy = asyncio.Lock()
+
+    async def _connection(self) -> asyncpg.Connection:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await asyncpg.connect(self._dsn, timeout=10)
+        return self._conn
+
+    async def _fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
+        """One read, tried again once on a new connection (a read is safe to repeat)."""
+        for attempt in (1, 2):
+            try:
+                async with self._busy:
+                    conn = await self._connection()
+                    return list(await conn.fetch(query, *args))
+            except DATABASE_ERRORS:
+                self._drop()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.terminate()
+            self._conn = None
+
+    async def owner(self, node_id: str) -> str | None:
+        """The shard *node_id* is placed on, or None when it is placed nowhere."""
+        now = time.monotonic()
+        cached = self._cache.get(node_id)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            return cached[1]
+        rows = await self._fetch(_OWNER, node_id)
+        shard = str(rows[0]["shard"]) if rows else None
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[node_id] = (now, shard)
+        return shard
+
+    async def claim(self, node_id: str, shard: str) -> str:
+        """Place *node_id* on *shard* unless it is placed already; the shard it is on."""
+        for attempt in (1, 2):
+            try:
+                async with self._busy:
+                    conn = await self._connection()
+                    async with conn.transaction():
+                        await conn.execute(_CLAIM, node_id, shard)
+                        owner = await conn.fetchval(_OWNER, node_id)
+                break
+            except DATABASE_ERRORS:
+                self._drop()
+                if attempt == 2:
+                    raise
+        self._cache[node_id] = (time.monotonic(), str(owner))
+        if owner == shard:
+            log.info("event=node_placed node=%s shard=%s", node_id, shard)
+        return str(owner)
+
+    def forget(self, node_id: str) -> None:
+        """Drop a cached answer (a redirect the client followed came back refused)."""
+        self._cache.pop(node_id, None)
+
+    async def listing(self, requester: str) -> list[ListedNode]:
+        """Every existing placed node, with *requester*'s (bare JID) affiliation."""
+        rows = await self._fetch(_LISTING, requester)
+        return [
+            ListedNode(
+                str(r["node_id"]),
+                str(r["shard"]),
+                codec.decode_config(r["config"]),
+                Affiliation(r["affiliation"]) if r["affiliation"] else Affiliation.NONE,
+            )
+            for r in rows
+        ]
+
+    async def counts(self) -> dict[str, int]:
+        """Nodes placed on each shard (``xmpp-queue status``)."""
+        return {str(r[0]): int(r[1]) for r in await self._fetch(_COUNTS)}
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close(timeout=2)
+            except DATABASE_ERRORS:
+                self._conn.terminate()
+            self._conn = None

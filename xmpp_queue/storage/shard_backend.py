@@ -1,0 +1,210 @@
+"""A shard's PostgreSQL backend: only its own nodes, private id blocks, placement rows.
+
+Why a backend of its own: in a sharded deployment (docs/scaling.md) several
+active processes share one database, one per shard, and the store believes its
+memory. Each shard must therefore
+
+- **load only its nodes** (those ``node_placement`` names it for), with their
+  affiliations, subscriptions, items and snapshots: a node is in exactly one
+  process's memory, so exactly one process writes its rows;
+- **never take another shard's ids**: ``items.seq`` and ``subscriptions.id``
+  come from two sequences every shard shares, and each store hands them out
+  from memory. At load a shard reserves a private block of each (an advisory
+  lock makes the read-and-advance atomic between processes; the blocks are
+  large enough for a term: 2^40 items, 2^32 subscriptions) and never moves the
+  sequences again, so blocks never overlap. A new term takes a new block above
+  every earlier one, so publish order (``seq``) still grows within each node;
+- **write a node's placement with the node**: the commit that creates a node
+  (a dead-letter node too) inserts its placement row, the commit that deletes it
+  removes the row, both under the shard's fence. A node already placed on
+  another shard makes the commit fail (a division by zero is the cheapest error
+  PostgreSQL can be asked for): two shards never both write one node. Claims
+  before a create (``placement.py``) keep that from happening in practice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from sqlalchemy import bindparam, select
+
+from xmpp_queue.storage import schema
+from xmpp_queue.storage.backend_postgres import PostgresBackend
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.lease import Fence
+from xmpp_queue.storage.load import (
+    AFFILIATION_FIELDS,
+    ITEM_FIELDS,
+    NODE_FIELDS,
+    SNAPSHOT_FIELDS,
+    SUBSCRIPTION_FIELDS,
+    StateBuilder,
+)
+from xmpp_queue.storage.sql_rows import postgres_when
+from xmpp_queue.storage.sql_statements import POSTGRES, _compile
+from xmpp_queue.storage.state import MemoryState
+
+log = logging.getLogger("xmpp_queue.storage.shard")
+
+SEQ_BLOCK = 2**40  # item seqs one term of a shard may hand out
+SUB_ID_BLOCK = 2**32  # subscription ids one term of a shard may hand out
+_BLOCK_LOCK = 0x78717368  # the advisory lock key of the block reservation ("xqsh")
+
+
+def _shard_loads() -> tuple[str, str, str, str, str]:
+    """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)."""
+    from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+
+    dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
+    p = schema.placements
+    mine = select(p.c.node_id).where(p.c.shard == bindparam("shard")).scalar_subquery()
+    n, a, s, i, x = (
+        schema.nodes,
+        schema.affiliations,
+        schema.subscriptions,
+        schema.items,
+        schema.snapshots,
+    )
+    shard = ("shard",)
+    return (
+        _compile(
+            select(*(n.c[f] for f in NODE_FIELDS)).where(n.c.node_id.in_(mine)), dialect, shard
+        ),
+        _compile(
+            select(*(a.c[f] for f in AFFILIATION_FIELDS)).where(a.c.node_id.in_(mine)),
+            dialect,
+            shard,
+        ),
+        _compile(
+            select(*(s.c[f] for f in SUBSCRIPTION_FIELDS))
+            .where(s.c.node_id.in_(mine))
+            .order_by(s.c.id),
+            dialect,
+            shard,
+        ),
+        _compile(
+            select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
+            .where(i.c.node_id.in_(mine))
+            .order_by(i.c.seq),
+            dialect,
+            shard,
+        ),
+        _compile(
+            select(*(x.c[f] for f in SNAPSHOT_FIELDS)).where(x.c.node_id.in_(mine)), dialect, shard
+        ),
+    )
+
+
+LOAD_NODES, LOAD_AFFS, LOAD_SUBS, LOAD_ITEMS, LOAD_SNAPSHOTS = _shard_loads()
+
+# A block: above the sequence and above every stored id (a row written by hand
+# or by an unsharded process may have passed the sequence).
+_RESERVE = """
+SELECT setval(pg_get_serial_sequence('{table}', '{column}'),
+              GREATEST(COALESCE(pg_sequence_last_value(
+                                    pg_get_serial_sequence('{table}', '{column}')), 0),
+                       (SELECT COALESCE(max({column}), 0) FROM {table})) + $1)
+"""
+RESERVE_SEQS = _RESERVE.format(table="items", column="seq")
+RESERVE_SUB_IDS = _RESERVE.format(table="subscriptions", column="id")
+
+PLACE = """
+INSERT INTO node_placement (node_id, shard, epoch, placed_at) VALUES ($1, $2, 1, now())
+ON CONFLICT (node_id) DO NOTHING
+"""
+# Fails (division by zero) when the node is placed on another shard.
+PLACED_HERE = "SELECT 1 / (shard = $2)::int FROM node_placement WHERE node_id = $1"
+UNPLACE = "DELETE FROM node_placement WHERE node_id = $1 AND shard = $2"
+
+
+class NodeOnAnotherShard(Exception):
+    """A commit would have written a node that another shard holds (refused whole)."""
+
+
+class ShardBackend(PostgresBackend):
+    """:class:`PostgresBackend` for one shard of a sharded deployment (module docstring)."""
+
+    def __init__(self, url: str, fence: Fence | None, shard: str) -> None:
+        super().__init__(url, fence)
+        self.shard = shard
+
+    async def _reserve_blocks(self) -> tuple[int, int]:
+        """Take a private block of item seqs and subscription ids; their floors."""
+        conn = await self._connection()
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _BLOCK_LOCK)
+            seq_end = int(await conn.fetchval(RESERVE_SEQS, SEQ_BLOCK))
+            sub_end = int(await conn.fetchval(RESERVE_SUB_IDS, SUB_ID_BLOCK))
+        return seq_end - SEQ_BLOCK, sub_end - SUB_ID_BLOCK
+
+    async def _load(self) -> MemoryState:
+        builder = StateBuilder(postgres_when)
+        try:
+            seq_floor, sub_floor = await self._reserve_blocks()
+            conn = await self._connection()
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                builder.nodes(await conn.fetch(LOAD_NODES, self.shard))
+                builder.affiliations(await conn.fetch(LOAD_AFFS, self.shard))
+                builder.subscriptions(await conn.fetch(LOAD_SUBS, self.shard))
+                builder.items(await conn.fetch(LOAD_ITEMS, self.shard))
+                builder.snapshots(await conn.fetch(LOAD_SNAPSHOTS, self.shard))
+                for node_id, window in builder.dedup_nodes():
+                    last = await conn.fetchval(POSTGRES.ledger_last, node_id)
+                    if last is not None:
+                        since = last - timedelta(seconds=window)
+                        rows = await conn.fetch(POSTGRES.ledger_finished, node_id, since)
+                        builder.finished(node_id, rows)
+        except Exception as exc:
+            raise self._lost(exc) from exc
+        if builder.orphans:
+            log.warning("event=orphan_rows count=%d action=ignored", builder.orphans)
+        state = builder.finish(seq_floor, sub_floor)
+        self._seq_end = seq_floor + SEQ_BLOCK
+        self._sub_id_end = sub_floor + SUB_ID_BLOCK
+        # The block is ours: the parent's per-commit sequence moves never run.
+        self._seq_reserved = self._seq_end
+        self._sub_id_reserved = self._sub_id_end
+        log.info(
+            "event=shard_loaded shard=%s nodes=%d seq_floor=%d",
+            self.shard,
+            len(state.nodes),
+            seq_floor,
+        )
+        return state
+
+    def _lost(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, asyncpg.DivisionByZeroError):  # PLACED_HERE refused the commit
+            return NodeOnAnotherShard(f"a node of this commit is placed on another shard: {exc}")
+        return super()._lost(exc)
+
+    async def _reserve(self, conn: Any, flush: Flush) -> None:
+        """Never move the shared sequences (they are past our block already)."""
+        if flush.max_seq > self._seq_end or flush.max_sub_id > self._sub_id_end:
+            raise RuntimeError(f"shard {self.shard} used up its id block; restart the term")
+
+    def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        placed = [(n.node_id, self.shard) for n in flush.node_upserts]
+        removed = [(n, self.shard) for n in flush.node_deletes]
+        head: list[tuple[str, list[tuple[Any, ...]]]] = []
+        if placed:
+            head += [(PLACE, list(placed)), (PLACED_HERE, list(placed))]
+        if removed:
+            head.append((UNPLACE, list(removed)))
+        return head + super()._plan(flush)
+
+
+async def open_shard_store(url: str, fence: Fence | None, shard: str) -> Any:
+    """A :class:`StateStore` holding *shard*'s nodes only (see the module docstring)."""
+    from xmpp_queue.storage.store import StateStore
+
+    backend = ShardBackend(url, fence, shard)
+    try:
+        state = await backend.load()
+    except BaseException:
+        await backend.close()
+        raise
+    log.info("event=store_loaded shard=%s nodes=%d", shard, len(state.nodes))
+    return StateStore(backend, state)

@@ -1,0 +1,210 @@
+"""The directory on the public name: where each node lives, and redirects there.
+
+Why: users know one service name (``queue.example.org``); the nodes live on
+shards (``p0.queue.example.org`` ...), each a component domain served by one
+process at a time (docs/scaling.md). The directory is itself a component on the
+public name, served by whichever process holds its lease. It answers:
+
+- **disco#info** of the service (pubsub identity and features, so a client's
+  "is the service there" ping works) and **disco#items**: every node the
+  requester may see, each item carrying the node's shard JID and its name
+  (XEP-0060 §5.2: items carry ``jid`` and ``node``);
+- **create** with a node name: picks the shard by hash of the name's family
+  (``core/placement.py``), records the placement (or finds an earlier one) and
+  redirects the creator there; the shard creates it. Without a name (an instant
+  node) it redirects to the shards in turn;
+- **every other request naming a node** (pubsub, pubsub#owner, queueing,
+  disco with a node): a redirect to the node's shard (``redirect.py``), or
+  item-not-found when it is placed nowhere;
+- node-less listings that span shards (all my subscriptions, affiliations):
+  feature-not-implemented (ask each shard; not built);
+- a stranger (``[access] users``) is refused as the component refuses one.
+
+The directory holds no state of its own: placements are read from the database
+(``storage/placement.py``) through :class:`Placements`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+from xml.etree import ElementTree as ET
+
+from xmpp_queue.core.access import visible
+from xmpp_queue.core.errors import BadRequest
+from xmpp_queue.core.model import Actor, Affiliation, Node, NodeConfig
+from xmpp_queue.core.placement import pick_shard
+from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.xmpp.handlers import locate
+from xmpp_queue.xmpp.redirect import STANZAS, NodeElsewhere, redirect_reply
+from xmpp_queue.xmpp.stanzas import PUBSUB, PUBSUB_OWNER, QUEUEING, pubsub_feature
+
+log = logging.getLogger("xmpp_queue.xmpp.directory")
+
+DISCO_INFO = "http://jabber.org/protocol/disco#info"
+DISCO_ITEMS = "http://jabber.org/protocol/disco#items"
+PING = "urn:xmpp:ping"
+FEATURES = (
+    DISCO_INFO,
+    DISCO_ITEMS,
+    PUBSUB,
+    QUEUEING,
+    pubsub_feature("create-nodes"),
+    pubsub_feature("instant-nodes"),
+    pubsub_feature("retrieve-items"),
+    PING,
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Listed(Protocol):
+    """A placed node as the directory lists it."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def shard(self) -> str: ...
+    @property
+    def config(self) -> NodeConfig: ...
+    @property
+    def affiliation(self) -> Affiliation: ...
+
+
+class Placements(Protocol):
+    """The placement table, as the directory reads and claims it."""
+
+    async def owner(self, node_id: str) -> str | None: ...
+    async def claim(self, node_id: str, shard: str) -> str: ...
+    async def listing(self, requester: str) -> Sequence[Listed]: ...
+
+
+def _q(value: str) -> str:
+    return "'" + value.replace("&", "&amp;").replace("<", "&lt;").replace("'", "&apos;") + "'"
+
+
+def _t(value: str) -> str:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _split(tag: str) -> tuple[str, str]:
+    ns, _, name = tag[1:].partition("}") if tag.startswith("{") else ("", "", tag)
+    return ns, name
+
+
+class Directory:
+    """Answers the public name's IQs (module docstring); :meth:`answer` gives the
+    reply's text for one request element."""
+
+    def __init__(
+        self,
+        jid: str,
+        shards: Sequence[str],
+        placements: Placements,
+        access: ServiceAccess,
+        admins: frozenset[str] = frozenset(),
+        name: str = "xmpp-queue directory",
+    ) -> None:
+        self.jid = jid
+        self.shards = tuple(shards)
+        self.placements = placements
+        self.access = access
+        self.admins = admins
+        self.name = name
+        self._turn = itertools.cycle(self.shards)
+
+    async def answer(self, iq: ET.Element) -> str | None:
+        """The reply to *iq* (get or set), or None for anything that needs none."""
+        if iq.get("type") not in ("get", "set"):
+            return None
+        sender = iq.get("from", "")
+        actor = Actor(sender)
+        child = iq[0] if len(iq) else None
+        if child is None:
+            return self._error(iq, "modify", "bad-request", "an empty request")
+        ns, name = _split(child.tag)
+        if not self.access.admits(actor, self.admins):
+            condition = "service-unavailable" if ns in (DISCO_INFO, DISCO_ITEMS) else "forbidden"
+            return self._error(iq, "cancel", condition, "not a user of this service")
+        try:
+            if ns == PING:
+                return self._result(iq, "")
+            if ns in (DISCO_INFO, DISCO_ITEMS):
+                return await self._disco(iq, ns, child, actor)
+            if ns in (PUBSUB, PUBSUB_OWNER) and name == "pubsub":
+                return await self._pubsub(iq, locate(iq)[1], actor)
+        except NodeElsewhere as where:
+            return redirect_reply(iq, where)
+        except BadRequest as exc:
+            return self._error(iq, "modify", "bad-request", str(exc))
+        except Exception:
+            log.exception("event=directory_failed from=%s", sender)
+            return self._error(iq, "wait", "internal-server-error", "the directory failed")
+        return self._error(iq, "cancel", "service-unavailable", "not a request of the directory")
+
+    async def _disco(self, iq: ET.Element, ns: str, query: ET.Element, actor: Actor) -> str:
+        node = query.get("node")
+        if node:
+            await self._redirect_to_owner(node)
+            return self._error(iq, "cancel", "item-not-found", f"no node {node}")
+        if ns == DISCO_INFO:
+            features = "".join(f"<feature var={_q(f)}/>" for f in FEATURES)
+            body = (
+                f"<query xmlns='{DISCO_INFO}'><identity category='pubsub' type='service' "
+                f"name={_q(self.name)}/>{features}</query>"
+            )
+            return self._result(iq, body)
+        admin = actor.bare in self.admins
+        items = []
+        for entry in await self.placements.listing(actor.bare):
+            affiliation = Affiliation.OWNER if admin else entry.affiliation
+            if visible(Node(entry.node_id, entry.config, _EPOCH), affiliation):
+                items.append(f"<item jid={_q(entry.shard)} node={_q(entry.node_id)}/>")
+        return self._result(iq, f"<query xmlns='{DISCO_ITEMS}'>{''.join(items)}</query>")
+
+    async def _pubsub(self, iq: ET.Element, request: ET.Element, actor: Actor) -> str:
+        _, verb = _split(request.tag)
+        node = request.get("node") or None
+        if verb == "create":
+            if not self.access.may_create(actor, self.admins):
+                return self._error(iq, "cancel", "forbidden", "you may not create nodes")
+            if node is None:
+                raise NodeElsewhere(None, next(self._turn))
+            owner = await self.placements.claim(node, pick_shard(node, self.shards))
+            raise NodeElsewhere(node, owner)
+        if node is None:
+            if verb == "default":
+                raise NodeElsewhere(None, self.shards[0])
+            return self._error(
+                iq, "cancel", "feature-not-implemented", "ask each shard (see disco#items)"
+            )
+        await self._redirect_to_owner(node)
+        return self._error(iq, "cancel", "item-not-found", f"no node {node}")
+
+    async def _redirect_to_owner(self, node: str) -> None:
+        owner = await self.placements.owner(node)
+        if owner is not None:
+            raise NodeElsewhere(node, owner)
+
+    def _head(self, iq: ET.Element, kind: str) -> str:
+        return (
+            f"<iq type='{kind}' from={_q(iq.get('to', self.jid))} "
+            f"to={_q(iq.get('from', ''))} id={_q(iq.get('id', ''))}"
+        )
+
+    def _result(self, iq: ET.Element, body: str) -> str:
+        return self._head(iq, "result") + (f">{body}</iq>" if body else "/>")
+
+    def _error(self, iq: ET.Element, kind: str, condition: str, text: str) -> str:
+        log.info(
+            "event=directory_refused from=%s condition=%s text=%r",
+            iq.get("from", ""),
+            condition,
+            text,
+        )
+        return (
+            self._head(iq, "error") + f"><error type='{kind}'><{condition} xmlns='{STANZAS}'/>"
+            f"<text xmlns='{STANZAS}'>{_t(text)}</text></error></iq>"
+        )
