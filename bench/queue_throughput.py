@@ -17,6 +17,8 @@ Run from the repository root:
     python bench/queue_throughput.py --rabbitmq --batch 1,8 --repeat 3  # issue 14's run
     python bench/queue_throughput.py --backends sqlite --rate 500 --skip-null \
         --metrics both --repeat 3                          # the cost of [http] metrics
+    python bench/queue_throughput.py --rate 500 --raw-commit --rabbitmq --rabbitmq-ack both \
+        --compare-src /tmp/prev --repeat 3                 # issue 26: the floor, one run
 Everything it starts (Prosody, components, py-spy) is stopped at the end; a global
 `--timeout` bounds the run.
 """
