@@ -265,7 +265,11 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "max_stanza_size": _integer(64 * 1024, 64 * 1024 * 1024, "bytes"),
         "items_page_size": _integer(1, 10_000, "items"),
     },
-    "database": {"url": _database_url, "lease_seconds": _integer(2, 300, "seconds")},
+    "database": {
+        "url": _database_url,
+        "lease_seconds": _integer(2, 300, "seconds"),
+        "backlog_memory_mb": _integer(0, 1024 * 1024, "MiB"),
+    },
     "admins": {"jids": _admin_jids},
     "queue": {
         "default_lock_timeout": _integer(1, _SECONDS_WEEK, "seconds"),

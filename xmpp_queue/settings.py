@@ -65,10 +65,14 @@ class DatabaseSettings:
     A relative SQLite path is relative to the working directory of the process.
     ``lease_seconds`` (PostgreSQL): the term of the leader lease; a hung active
     process is replaced this long after its last renewal (a dead one at once).
+    ``backlog_memory_mb``: memory for waiting items kept whole; beyond it a
+    waiting item keeps only its place in line in memory (about 10 bytes) and is
+    read back from the database when handed out (``storage/backlog.py``).
     """
 
     url: str = DEFAULT_DATABASE_URL
     lease_seconds: int = 5
+    backlog_memory_mb: int = 128
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from xmpp_queue.storage.backlog import DEFAULT_BUDGET
 from xmpp_queue.storage.store import StateStore
 
 TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes", "node_placement")
@@ -37,7 +38,7 @@ async def empty_pg(url: str) -> None:
 
 async def empty_database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty, migrated database of *backend* for one test."""
-    if backend == "sqlite":
+    if database_kind(backend) == "sqlite":
         path = tmp_path / "store.db"
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite:///{path}"
@@ -47,6 +48,24 @@ async def empty_database(backend: str, request: pytest.FixtureRequest, tmp_path:
 
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+COLD_BACKENDS = ["sqlite-cold", pytest.param("postgresql-cold", marks=pytest.mark.postgres)]
+"""The SQL backends with no memory for whole waiting items (``backlog_bytes=0``):
+every plain waiting item a commit writes goes cold, so every read meets cold items."""
+
+
+def database_kind(backend: str) -> str:
+    """``sqlite`` or ``postgresql`` for a backend name of the lists above."""
+    return backend.removesuffix("-cold")
+
+
+def backlog_bytes(backend: str) -> int:
+    """The store's memory for whole waiting items on *backend* (0: all go cold)."""
+    return 0 if backend.endswith("-cold") else DEFAULT_BUDGET
+
+
+async def open_store(backend: str, url: str) -> StateStore:
+    return await StateStore.open(url, backlog_bytes=backlog_bytes(backend))
 
 
 StoreOpener = Callable[[], Awaitable[StateStore]]
@@ -58,7 +77,7 @@ def example_openers(
     """(open, reopen) for a property test on *backend*: each example opens an empty
     migrated database (a copy of the SQLite template, or the emptied PostgreSQL one),
     and a restart reopens the same database."""
-    if backend == "sqlite":
+    if database_kind(backend) == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
         workdir = Path(tempfile.mkdtemp(prefix="xq-properties-"))
         request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
@@ -69,10 +88,10 @@ def example_openers(
             path = workdir / f"example-{next(counter)}.db"
             shutil.copyfile(template, path)
             current[:] = [f"sqlite:///{path}"]
-            return await StateStore.open(current[0])
+            return await open_store(backend, current[0])
 
         async def reopen_db() -> StateStore:
-            return await StateStore.open(current[0])
+            return await open_store(backend, current[0])
 
         return open_db, reopen_db
 
@@ -80,9 +99,9 @@ def example_openers(
 
     async def open_pg() -> StateStore:
         await empty_pg(url)
-        return await StateStore.open(url)
+        return await open_store(backend, url)
 
     async def reopen_pg() -> StateStore:
-        return await StateStore.open(url)
+        return await open_store(backend, url)
 
     return open_pg, reopen_pg

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit import pg
-from tests.kit.stores import SQL_BACKENDS, empty_database
+from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, empty_database, open_store
 from xmpp_queue.core.ports import Store
 from xmpp_queue.storage.store import StateStore
 
@@ -46,10 +46,10 @@ def pg_migrated() -> Iterator[str]:
 async def _open(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
     if backend == "memory":
         return StateStore.in_memory()
-    return await StateStore.open(await empty_database(backend, request, tmp_path))
+    return await open_store(backend, await empty_database(backend, request, tmp_path))
 
 
-@pytest.fixture(params=["memory", *SQL_BACKENDS])
+@pytest.fixture(params=["memory", *SQL_BACKENDS, *COLD_BACKENDS])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Every backend: the contract."""
     opened = await _open(request.param, request, tmp_path)
@@ -57,7 +57,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await opened.close()
 
 
-@pytest.fixture(params=SQL_BACKENDS)
+@pytest.fixture(params=[*SQL_BACKENDS, *COLD_BACKENDS])
 async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """The SQL backends only: what needs a database behind the store."""
     opened = await _open(request.param, request, tmp_path)

@@ -74,7 +74,7 @@ from hypothesis.stateful import (
 
 from tests.kit import FakeClock
 from tests.kit.gated import GatedBackend, WriteRefused
-from tests.kit.stores import SQL_BACKENDS, example_openers
+from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
@@ -875,7 +875,7 @@ def test_the_store_keeps_its_promises_in_memory() -> None:
     run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
 
 
-@pytest.mark.parametrize("backend", SQL_BACKENDS)
+@pytest.mark.parametrize("backend", [*SQL_BACKENDS, *COLD_BACKENDS])
 def test_the_store_keeps_its_promises_on_a_database(
     backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit import FakeClock, build_service
-from tests.kit.stores import SQL_BACKENDS, empty_database
+from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, empty_database, open_store
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import Forbidden, NotAQueue, SnapshotNotFound
 from xmpp_queue.core.ledger import EventKind
@@ -26,15 +26,21 @@ PUB = Actor("pub@example.org/engine")
 ALICE = Actor("alice@example.org/a")
 
 
-@pytest.fixture(params=["memory", *SQL_BACKENDS])
+# Each test's database URL -> the backend name it was made for (its memory budget).
+_BACKEND_OF: dict[str, str] = {}
+
+
+@pytest.fixture(params=["memory", *SQL_BACKENDS, *COLD_BACKENDS])
 async def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
         return ""
-    return await empty_database(request.param, request, tmp_path)
+    made = await empty_database(request.param, request, tmp_path)
+    _BACKEND_OF[made] = request.param
+    return made
 
 
 async def _service(url: str, clock: FakeClock) -> PubSubService:
-    store = await StateStore.open(url) if url else StateStore.in_memory()
+    store = await open_store(_BACKEND_OF[url], url) if url else StateStore.in_memory()
     service = build_service(store, clock)
     await service.start()
     return service

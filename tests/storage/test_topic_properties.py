@@ -49,7 +49,7 @@ from hypothesis.stateful import (
 )
 
 from tests.kit import FakeClock
-from tests.kit.stores import SQL_BACKENDS, example_openers
+from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest
@@ -347,7 +347,7 @@ def test_topics_keep_their_promises_in_memory() -> None:
     run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
 
 
-@pytest.mark.parametrize("backend", SQL_BACKENDS)
+@pytest.mark.parametrize("backend", [*SQL_BACKENDS, *COLD_BACKENDS])
 def test_topics_keep_their_promises_on_a_database(
     backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -73,6 +73,7 @@ def test_a_minimal_file_gets_every_default() -> None:
     assert settings.component.secret == "s3cret"
     assert (settings.component.server_host, settings.component.server_port) == ("127.0.0.1", 5347)
     assert settings.database.url == DEFAULT_DATABASE_URL == "sqlite:///xmpp-queue.sqlite"
+    assert settings.database.backlog_memory_mb == 128
     assert settings.admins.jids == frozenset()
     assert settings.logging.level == "INFO" and settings.logging.file is None
     assert settings.queue.node_config() == NodeConfig()  # the [queue] defaults are the core's
@@ -143,6 +144,11 @@ def test_a_wrong_type_names_the_key_what_is_expected_and_what_was_given() -> Non
         (MINIMAL + "[queue]\ndefault_lock_timeout = 0\n", "queue.default_lock_timeout", "1-604800"),
         (MINIMAL + "[queue]\ndefault_max_deliveries = -1\n", "queue.default_max_deliveries", "0-"),
         (MINIMAL + "[queue]\nmax_payload_size = 0\n", "queue.max_payload_size", "1-16777216"),
+        (
+            MINIMAL + "[database]\nbacklog_memory_mb = -1\n",
+            "database.backlog_memory_mb",
+            "0-1048576",
+        ),
         (
             MINIMAL + "[queue]\ndefault_retry_delay = 900\n",
             "queue.default_retry_delay",

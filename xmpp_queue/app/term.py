@@ -79,7 +79,11 @@ async def serve_term(
         if shard is not None:
             state_store = await shard.open_store(fence)
         else:
-            state_store = await StateStore.open(settings.database.url, fence)
+            state_store = await StateStore.open(
+                settings.database.url,
+                fence,
+                backlog_bytes=settings.database.backlog_memory_mb * 1024 * 1024,
+            )
     except BaseException:
         if keeper is not None:
             keeper.cancel()

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.state import MemoryState
 
@@ -52,6 +53,14 @@ class Backend(Protocol):
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
 
     async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]: ...
+
+    async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]:
+        """Committed rows, whole, in seq order (cold items: ``backlog``)."""
+
+    async def item_by_id(self, node_id: str, item_id: str) -> Item | None: ...
+
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        """(seq, item id) of plain waiting items with *after* < seq <= *upto*."""
 
     async def close(self) -> None: ...
 

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from xmpp_queue.core.errors import StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.state import MemoryState
@@ -45,6 +46,15 @@ class MemoryBackend:
 
     async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
         return [e for e in self.events if node_id is None or e.node == node_id]
+
+    async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]:
+        return []  # never asked: nothing goes cold without a database
+
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        return []
+
+    async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
+        return None
 
     async def close(self) -> None:
         return None

@@ -21,10 +21,11 @@ from sqlalchemy.engine import make_url
 
 from xmpp_queue.core.errors import NotActive, StorageUnavailable
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
-from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.load import StateBuilder, whole_item
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
 from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
@@ -111,6 +112,7 @@ class PostgresBackend:
                 builder.affiliations(await conn.fetch(POSTGRES.load_affs))
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
                 builder.items(await conn.fetch(POSTGRES.load_items))
+                builder.tail(await conn.fetch(POSTGRES.load_tail))
                 builder.snapshots(await conn.fetch(POSTGRES.load_snapshots))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)
@@ -221,6 +223,18 @@ class PostgresBackend:
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]:
         rows = await self._read(lambda conn: conn.fetch(POSTGRES.payloads, node_id, item_ids))
         return {r[0]: r[1] for r in rows}
+
+    async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]:
+        rows = await self._read(lambda conn: conn.fetch(POSTGRES.items_by_seq, node_id, seqs))
+        return [whole_item(r, postgres_when) for r in rows]
+
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        rows = await self._read(lambda conn: conn.fetch(POSTGRES.tail_ids, node_id, after, upto))
+        return [(r[0], r[1]) for r in rows]
+
+    async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
+        row = await self._read(lambda conn: conn.fetchrow(POSTGRES.item_by_id, node_id, item_id))
+        return whole_item(row, postgres_when) if row is not None else None
 
     async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
         value = await self._read(

@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Engine
 
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.engine import make_sqlite_engine
 from xmpp_queue.storage.flush import Flush
-from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.load import StateBuilder, whole_item
 from xmpp_queue.storage.sql_outages import sqlite_outage, translate
 from xmpp_queue.storage.sql_rows import (
     ledger_event,
@@ -81,6 +82,10 @@ class SqliteBackend:
             builder.affiliations(conn.execute(SQLITE.load_affs))
             builder.subscriptions(conn.execute(SQLITE.load_subs))
             builder.items(conn.execute(SQLITE.load_items))
+            builder.tail(
+                (node, priority, json.loads(seqs), size)
+                for node, priority, seqs, size in conn.execute(SQLITE.load_tail)
+            )
             builder.snapshots(conn.execute(SQLITE.load_snapshots))
             for node_id, window in builder.dedup_nodes():
                 last = sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])
@@ -129,6 +134,27 @@ class SqliteBackend:
             lambda: self._connection().execute(SQLITE.payloads, params).fetchall()
         )
         return dict(rows)
+
+    async def items_by_seq(self, node_id: str, seqs: list[int]) -> list[Item]:
+        params = (node_id, json.dumps(seqs))
+        rows = await self._run(
+            lambda: self._connection().execute(SQLITE.items_by_seq, params).fetchall()
+        )
+        return [whole_item(r, sqlite_when) for r in rows]
+
+    async def tail_ids(self, node_id: str, after: int, upto: int) -> list[tuple[int, str]]:
+        params = (node_id, after, upto)
+        rows = await self._run(
+            lambda: self._connection().execute(SQLITE.tail_ids, params).fetchall()
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def item_by_id(self, node_id: str, item_id: str) -> Item | None:
+        params = (node_id, item_id)
+        row = await self._run(
+            lambda: self._connection().execute(SQLITE.item_by_id, params).fetchone()
+        )
+        return whole_item(row, sqlite_when) if row is not None else None
 
     async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
         params = (node_id, kind.value, sqlite_time(since.astimezone(UTC)))

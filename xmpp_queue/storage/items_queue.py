@@ -13,6 +13,7 @@ from datetime import datetime
 
 from xmpp_queue.core.model import Item, copy_item
 from xmpp_queue.core.ports import QueueStats
+from xmpp_queue.storage import backlog
 from xmpp_queue.storage.item_values import (
     COLD,
     PREFETCH,
@@ -34,6 +35,8 @@ class QueueItems(PayloadWarming):
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            await backlog.ensure_heads(self._s, ns, self._reader, limit)
         ready = self._s.ready_items(ns, now, limit)
         if not any(i.payload is COLD for i in ready):
             return ready
@@ -46,6 +49,8 @@ class QueueItems(PayloadWarming):
     ) -> bool:
         ns = self._s.nodes.get(node_id)
         item = ns.items.get(item_id) if ns is not None else None
+        if item is None and ns is not None and ns.queue.tail:  # inlined: the hot path
+            item = await self._find(ns, item_id)
         if ns is None or item is None or item.locked_by is not None:
             return False
         new = with_lock(item, subid, jid, utc(now), utc(expires_at))
@@ -146,9 +151,11 @@ class QueueItems(PayloadWarming):
         ns = self._s.nodes.get(node_id)
         if ns is None:
             return QueueStats(0, 0, None)
+        if ns.queue.tail:
+            await backlog.ensure_heads(self._s, ns, self._reader, 1)  # the oldest, whole
         in_flight = len(ns.queue.locked)
         return QueueStats(
-            backlog=len(ns.items) - in_flight,
+            backlog=backlog.count(ns) - in_flight,
             in_flight=in_flight,
             oldest_waiting=self._oldest_waiting(ns),
             delayed=ns.queue.delayed_live,

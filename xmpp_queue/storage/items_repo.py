@@ -16,6 +16,7 @@ from datetime import datetime
 
 from xmpp_queue.core.model import Item, ItemPage, PageRequest, copy_item, new_item
 from xmpp_queue.core.paging import is_backward, is_unpaged, page_bounds, trim_to_bytes
+from xmpp_queue.storage import backlog
 from xmpp_queue.storage.item_values import (
     COLD,
     frozen_headers,
@@ -27,6 +28,7 @@ from xmpp_queue.storage.item_values import (
 )
 from xmpp_queue.storage.items_queue import QueueItems
 from xmpp_queue.storage.items_retained import RetainedItems
+from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.repositories import node_state_of
 
 
@@ -58,7 +60,7 @@ class ItemsRepo(RetainedItems, QueueItems):
         expires_at: datetime | None = None,
     ) -> None:
         ns = self._s.nodes.get(node_id)
-        old = ns.items.get(item_id) if ns is not None else None
+        old = await self._find(ns, item_id)
         if ns is not None and old is not None:
             new = with_payload(old, payload, size, publisher, utc(at))
             if headers is not None:
@@ -74,6 +76,8 @@ class ItemsRepo(RetainedItems, QueueItems):
     async def get(self, node_id: str, item_id: str) -> Item | None:
         ns = self._s.nodes.get(node_id)
         found = ns.items.get(item_id) if ns is not None else None
+        if found is None and ns is not None and ns.queue.tail:  # inlined: the hot path
+            found = await self._find(ns, item_id)
         if found is not None and found.payload is COLD:
             assert ns is not None
             return (await self._warm(ns, [found]))[0]
@@ -81,7 +85,9 @@ class ItemsRepo(RetainedItems, QueueItems):
 
     async def remove(self, node_id: str, item_id: str) -> bool:
         ns = self._s.nodes.get(node_id)
-        if ns is None or item_id not in ns.items:
+        if ns is None:
+            return False
+        if item_id not in ns.items and (not ns.queue.tail or not await self._find(ns, item_id)):
             return False
         self._c.touch_item(node_id, item_id)
         self._s.set_item(ns, item_id, None)
@@ -120,6 +126,7 @@ class ItemsRepo(RetainedItems, QueueItems):
         state.next_seq += 1
         self._c.touch_item(node_id, item_id)
         state.set_item(source, item_id, None)
+        await self._find(target, target_item_id)  # a cold one is recorded whole
         self._forget_retained(target, target_item_id)
         self._c.touch_item(target_node, target_item_id)
         state.set_item(target, target_item_id, None)
@@ -128,19 +135,20 @@ class ItemsRepo(RetainedItems, QueueItems):
 
     async def remove_all(self, node_id: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)
-        if ns is None or not ns.items:
+        if ns is None or not backlog.count(ns):
             return []
+        every = await backlog.resolve(ns, self._reader, list(backlog.merged(ns)))
         self._c.touch_node(node_id)
         self._c.purged.add(node_id)
         removed = [
-            with_payload_value(i, None) if i.payload is COLD else i for i in ns.in_order().values()
+            with_payload_value(i, None) if i.payload is COLD else i for i in every
         ]  # the port allows purged items without payloads
         self._s.clear_items(ns)
         return removed
 
     async def count(self, node_id: str) -> int:
         ns = self._s.nodes.get(node_id)
-        return len(ns.items) if ns is not None else 0
+        return backlog.count(ns) if ns is not None else 0
 
     async def payload_bytes(self, node_id: str) -> int:
         ns = self._s.nodes.get(node_id)
@@ -150,6 +158,9 @@ class ItemsRepo(RetainedItems, QueueItems):
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            oldest = await backlog.oldest(self._s, ns, self._reader, limit, True)
+            return await self._warm(ns, oldest)
         # Locked items are at the head (the oldest go out first): skipping them
         # costs at most the node's in-flight count.
         found = list(
@@ -158,12 +169,14 @@ class ItemsRepo(RetainedItems, QueueItems):
         return await self._warm(ns, found)
 
     async def count_all(self) -> int:
-        return sum(len(ns.items) for ns in self._s.nodes.values())
+        return sum(backlog.count(ns) for ns in self._s.nodes.values())
 
     async def page(
         self, node_id: str, request: PageRequest, max_bytes: int | None = None
     ) -> ItemPage:
         ns = self._s.nodes.get(node_id)
+        if ns is not None and ns.queue.tail:
+            return await self._page_cold(ns, request, max_bytes)
         count = len(ns.items) if ns is not None else 0
         if is_unpaged(request):
             chosen = ns.window(0, count) if ns is not None else []
@@ -183,10 +196,40 @@ class ItemsRepo(RetainedItems, QueueItems):
             backward=backward,
         )
 
+    async def _page_cold(
+        self, ns: NodeState, request: PageRequest, max_bytes: int | None
+    ) -> ItemPage:
+        """:meth:`page` over a node with cold items: hot and cold merged in
+        publish order, the cold ones of the page read from their rows."""
+        reader = self._reader
+        count = backlog.count(ns)
+        if is_unpaged(request):
+            every = await backlog.resolve(ns, reader, backlog.window(ns, 0, count))
+            return ItemPage(items=tuple(await self._warm(ns, every)), count=count)
+        named = [x for x in (request.after, request.before) if x]
+        places = {x: await backlog.position(ns, reader, x) for x in named}
+        start, stop = page_bounds(count, request, places.get)
+        backward = is_backward(request)
+        window = await backlog.resolve(ns, reader, backlog.window(ns, start, stop))
+        chosen = list(trim_to_bytes(window, max_bytes, backward))
+        if backward:
+            start = stop - len(chosen)
+        return ItemPage(
+            items=tuple(await self._warm(ns, chosen)),
+            count=count,
+            first_index=start if chosen else None,
+            paged=True,
+            backward=backward,
+        )
+
     async def latest(self, node_id: str, limit: int) -> list[Item]:
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            entries = list(itertools.islice(backlog.merged(ns, newest_first=True), limit))
+            entries.reverse()
+            return await self._warm(ns, await backlog.resolve(ns, self._reader, entries))
         newest = list(itertools.islice(reversed(ns.in_order().values()), limit))
         newest.reverse()
         return await self._warm(ns, newest)
@@ -195,4 +238,7 @@ class ItemsRepo(RetainedItems, QueueItems):
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
+        if ns.queue.tail:
+            oldest = await backlog.oldest(self._s, ns, self._reader, limit, False)
+            return [i.item_id for i in oldest]
         return list(itertools.islice(ns.in_order(), limit))

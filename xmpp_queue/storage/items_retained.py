@@ -27,7 +27,7 @@ class RetainedItems(PayloadWarming):
 
     async def retain(self, node_id: str, item_id: str, at: datetime) -> bool:
         ns = self._s.nodes.get(node_id)
-        item = ns.items.get(item_id) if ns is not None else None
+        item = await self._find(ns, item_id)
         if ns is None or item is None:
             return False
         kept = copy_item(

@@ -28,6 +28,7 @@ from xmpp_queue.storage import codec
 from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, frozen_headers
 from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.state import MemoryState
+from xmpp_queue.storage.tail import ColdTail
 
 NODE_FIELDS = ("node_id", "config", "creator", "created_at")  # the table's column order
 AFFILIATION_FIELDS = ("node_id", "jid", "affiliation")
@@ -224,6 +225,26 @@ class StateBuilder:
                 ns.retained[item_id] = item  # indexed by finish() (recount)
             self._max_seq = max(self._max_seq, seq)
 
+    def tail(self, rows: Iterable[tuple[str, int, Sequence[int], int]]) -> None:
+        """Plain waiting items as (node id, priority, their seqs, their payload
+        bytes): each node's cold tail (``tail``), no item read whole."""
+        nodes = self._state.nodes
+        for node_id, priority, seqs, size in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                self.orphans += len(seqs)
+                continue
+            q = ns.queue
+            if q.tail is None:
+                q.tail = ColdTail()
+            q.tail.level(priority).extend_sorted(list(seqs))
+            q.tail.payload_bytes += int(size or 0)
+            q.payload_bytes += int(size or 0)
+            if seqs:
+                top = max(seqs)
+                self._max_seq = max(self._max_seq, top)
+                q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
+
     def snapshots(self, rows: Iterable[Row]) -> None:
         nodes, when = self._state.nodes, self._when
         for node_id, name, created, mark_seq in rows:
@@ -262,3 +283,51 @@ class StateBuilder:
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state
+
+
+def whole_item(row: Row, when: DateDecoder) -> Item:
+    """One item row (``ITEM_FIELDS``, payload included) as the store keeps it."""
+    (
+        seq,
+        node_id,
+        item_id,
+        publisher,
+        payload,
+        size,
+        published,
+        updated,
+        locked_by,
+        lock_jid,
+        locked_at,
+        expires,
+        available,
+        deliveries,
+        headers,
+        priority,
+        item_expires,
+        ordering_key,
+        acked_at,
+    ) = row
+    published_at, updated_at = when(published), when(updated)
+    assert published_at is not None and updated_at is not None
+    return Item(
+        node_id,
+        item_id,
+        seq,
+        publisher or "",
+        payload,
+        published_at,
+        updated_at,
+        size,
+        locked_by,
+        lock_jid,
+        when(locked_at),
+        when(expires),
+        when(available),
+        deliveries,
+        frozen_headers(codec.decode_headers(headers)) if headers else EMPTY_HEADERS,
+        priority,
+        when(item_expires),
+        ordering_key,
+        when(acked_at),
+    )

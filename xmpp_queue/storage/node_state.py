@@ -17,6 +17,7 @@ from xmpp_queue.core.model import Affiliation, Item, Node, Snapshot, Subscriptio
 from xmpp_queue.core.queue.dispatch import RoomIndex
 from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.ready import ReadyLevels
+from xmpp_queue.storage.tail import ColdTail
 
 
 @dataclass(slots=True)
@@ -41,6 +42,7 @@ class QueueIndex:
     room: RoomIndex = field(default_factory=RoomIndex)  # who gets the next item
     payload_bytes: int = 0  # of every item of the node (pubsub#max_bytes)
     keys: dict[str, KeyFifo] = field(default_factory=dict)  # ordered queues only
+    tail: ColdTail | None = None  # committed plain waiting items kept as seqs (backlog.py)
 
 
 @dataclass(slots=True)

@@ -12,14 +12,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from xmpp_queue.core.model import Item
+from xmpp_queue.storage import backlog
+from xmpp_queue.storage.backlog import ColdReader
 from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.item_values import COLD, with_payload_value
 from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.state import MemoryState
 
 
-class PayloadReader(Protocol):
-    """Fetches payloads kept in the database (committed items only)."""
+class PayloadReader(ColdReader, Protocol):
+    """Fetches payloads and cold items kept in the database (committed items only)."""
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...
 
@@ -50,6 +52,15 @@ class PayloadWarming:
                 # Same state, payload in hand: no index or change record moves.
                 stored[item_id] = with_payload_value(current, fetched.get(item_id))
         return [stored.get(i.item_id, i) if i.payload is COLD else i for i in items]
+
+    async def _find(self, ns: NodeState | None, item_id: str) -> Item | None:
+        """The item *item_id* of *ns*, brought back whole if it was cold (``backlog``)."""
+        if ns is None:
+            return None
+        found = ns.items.get(item_id)
+        if found is None and ns.queue.tail:
+            return await backlog.find(self._s, ns, self._reader, item_id)
+        return found
 
     async def _warm_opt(self, ns: NodeState | None, items: list[Item]) -> list[Item]:
         return await self._warm(ns, items) if ns is not None else items

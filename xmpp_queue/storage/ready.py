@@ -80,6 +80,22 @@ class ReadyQueue:
             heapq.heappush(heap, seq)
         return found
 
+    def count_below(self, bound: int, limit: int) -> int:
+        """How many ready seqs are lower than *bound*, counting up to *limit*
+        (whether a cold tail's head must come in before the next dispatch)."""
+        heap, ids = self._heap, self._ids
+        kept: list[int] = []
+        last = -1
+        while heap and len(kept) < limit and heap[0] < bound:
+            seq = heapq.heappop(heap)
+            if seq == last or seq not in ids:
+                continue
+            last = seq
+            kept.append(seq)
+        for seq in kept:
+            heapq.heappush(heap, seq)
+        return len(kept)
+
 
 class ReadyLevels:
     """The ready items of one node by priority level: one :class:`ReadyQueue` each.
@@ -109,6 +125,10 @@ class ReadyLevels:
     def discard(self, seq: int, level: int) -> bool:
         queue = self._levels.get(level)
         return queue is not None and queue.discard(seq)
+
+    def count_below(self, level: int, bound: int, limit: int) -> int:
+        queue = self._levels.get(level)
+        return queue.count_below(bound, limit) if queue is not None else 0
 
     def members(self) -> dict[int, str]:
         found: dict[int, str] = {}

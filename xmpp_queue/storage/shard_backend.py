@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, not_, select
 
 from xmpp_queue.storage import schema
 from xmpp_queue.storage.backend_postgres import PostgresBackend
@@ -44,7 +44,7 @@ from xmpp_queue.storage.load import (
     StateBuilder,
 )
 from xmpp_queue.storage.sql_rows import postgres_when
-from xmpp_queue.storage.sql_statements import POSTGRES, _compile
+from xmpp_queue.storage.sql_statements import POSTGRES, _compile, plain_waiting
 from xmpp_queue.storage.state import MemoryState
 
 log = logging.getLogger("xmpp_queue.storage.shard")
@@ -54,7 +54,7 @@ SUB_ID_BLOCK = 2**32  # subscription ids one term of a shard may hand out
 _BLOCK_LOCK = 0x78717368  # the advisory lock key of the block reservation ("xqsh")
 
 
-def _shard_loads() -> tuple[str, str, str, str, str]:
+def _shard_loads() -> tuple[str, str, str, str, str, str]:
     """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)."""
     from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
@@ -87,8 +87,15 @@ def _shard_loads() -> tuple[str, str, str, str, str]:
         ),
         _compile(
             select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
-            .where(i.c.node_id.in_(mine))
+            .where(i.c.node_id.in_(mine), not_(plain_waiting()))
             .order_by(i.c.seq),
+            dialect,
+            shard,
+        ),
+        _compile(  # plain waiting items as seqs: the cold tails (backlog.py)
+            select(i.c.node_id, i.c.priority, func.array_agg(i.c.seq), func.sum(i.c.payload_size))
+            .where(i.c.node_id.in_(mine), plain_waiting())
+            .group_by(i.c.node_id, i.c.priority),
             dialect,
             shard,
         ),
@@ -98,7 +105,7 @@ def _shard_loads() -> tuple[str, str, str, str, str]:
     )
 
 
-LOAD_NODES, LOAD_AFFS, LOAD_SUBS, LOAD_ITEMS, LOAD_SNAPSHOTS = _shard_loads()
+LOAD_NODES, LOAD_AFFS, LOAD_SUBS, LOAD_ITEMS, LOAD_TAIL, LOAD_SNAPSHOTS = _shard_loads()
 
 # A block: above the sequence and above every stored id (a row written by hand
 # or by an unsharded process may have passed the sequence).
@@ -150,6 +157,7 @@ class ShardBackend(PostgresBackend):
                 builder.affiliations(await conn.fetch(LOAD_AFFS, self.shard))
                 builder.subscriptions(await conn.fetch(LOAD_SUBS, self.shard))
                 builder.items(await conn.fetch(LOAD_ITEMS, self.shard))
+                builder.tail(await conn.fetch(LOAD_TAIL, self.shard))
                 builder.snapshots(await conn.fetch(LOAD_SNAPSHOTS, self.shard))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)
@@ -207,4 +215,6 @@ async def open_shard_store(url: str, fence: Fence | None, shard: str) -> Any:
         await backend.close()
         raise
     log.info("event=store_loaded shard=%s nodes=%d", shard, len(state.nodes))
-    return StateStore(backend, state)
+    store = StateStore(backend, state)
+    store.start_id_fill()
+    return store

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     String,
     Table,
+    and_,
     bindparam,
     delete,
     func,
     insert,
     literal_column,
+    not_,
     or_,
     select,
     update,
@@ -68,6 +71,10 @@ class Statements:
     load_affs: str
     load_subs: str
     load_items: str
+    load_tail: str
+    items_by_seq: str
+    item_by_id: str
+    tail_ids: str
     ledger_all: str
     ledger_for_node: str
     ledger_count: str
@@ -101,11 +108,29 @@ def _compile(statement: ClauseElement, dialect: Dialect, params: Sequence[str]) 
     return compiled.string
 
 
+def plain_waiting() -> ColumnElement[bool]:
+    """A waiting item that needs nothing in memory but its seq (``backlog``)."""
+    i = schema.items.c
+    return and_(
+        i.acked_at.is_(None),
+        i.locked_by.is_(None),
+        i.available_at.is_(None),
+        i.expires_at.is_(None),
+        i.ordering_key.is_(None),
+    )
+
+
 def _statements(
-    dialect: Dialect, insert_: Callable[[Table], Any], id_list: ColumnElement[bool]
+    dialect: Dialect,
+    insert_: Callable[[Table], Any],
+    id_list: ColumnElement[bool],
+    seq_list: ColumnElement[bool],
+    seqs_of: Callable[[ColumnElement[Any]], ColumnElement[Any]],
 ) -> Statements:
     """*id_list*: the dialect's way to test ``item_id`` against one array-ish
-    parameter ``ids`` (one statement text whatever the number of ids)."""
+    parameter ``ids`` (one statement text whatever the number of ids);
+    *seq_list* the same for ``seq`` and a parameter ``seqs``; *seqs_of* the
+    aggregate that gathers a group's seqs into one value (a JSON or SQL array)."""
     n, a, s, i, ledger = (
         schema.nodes,
         schema.affiliations,
@@ -114,6 +139,7 @@ def _statements(
         schema.ledger,
     )
     by_node = ("node_id",)
+    plain = plain_waiting()
     ledger_columns = [ledger.c[f] for f in LEDGER_FIELDS]
 
     def c(statement: ClauseElement, params: Sequence[str] = ()) -> str:
@@ -157,11 +183,42 @@ def _statements(
         load_nodes=c(select(*(n.c[f] for f in NODE_FIELDS))),
         load_affs=c(select(*(a.c[f] for f in AFFILIATION_FIELDS))),
         load_subs=c(select(*(s.c[f] for f in SUBSCRIPTION_FIELDS)).order_by(s.c.id)),
-        # Without payloads: those are fetched when a read needs them (COLD).
+        # Without payloads: those are fetched when a read needs them (COLD). Plain
+        # waiting items are not read whole at all: their seqs form the cold tails.
         load_items=c(
-            select(
-                *(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS)
-            ).order_by(i.c.seq)
+            select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
+            .where(not_(plain))
+            .order_by(i.c.seq)
+        ),
+        load_tail=c(
+            select(i.c.node_id, i.c.priority, seqs_of(i.c.seq), func.sum(i.c.payload_size))
+            .where(plain)
+            .group_by(i.c.node_id, i.c.priority)
+        ),
+        items_by_seq=c(
+            select(*(i.c[f] for f in ITEM_FIELDS))
+            .where(i.c.node_id == bindparam("node"), seq_list)
+            .order_by(i.c.seq),
+            ("node", "seqs"),
+        ),
+        tail_ids=c(
+            select(i.c.seq, i.c.item_id)
+            .where(
+                i.c.node_id == bindparam("node"),
+                i.c.seq > bindparam("after"),
+                i.c.seq <= bindparam("upto"),
+                plain,
+            )
+            .order_by(i.c.seq)
+            .limit(literal_column("5000"))  # a chunk of a few milliseconds
+            .offset(literal_column("0")),
+            ("node", "after", "upto"),
+        ),
+        item_by_id=c(
+            select(*(i.c[f] for f in ITEM_FIELDS)).where(
+                i.c.node_id == bindparam("node"), i.c.item_id == bindparam("item")
+            ),
+            ("node", "item"),
         ),
         ledger_all=c(select(*ledger_columns).order_by(ledger.c.id)),
         ledger_for_node=c(
@@ -202,9 +259,13 @@ SQLITE = _statements(
     sqlite.dialect(paramstyle="qmark"),
     sqlite.insert,
     _i.item_id.in_(select(literal_column("value")).select_from(func.json_each(bindparam("ids")))),
+    _i.seq.in_(select(literal_column("value")).select_from(func.json_each(bindparam("seqs")))),
+    func.json_group_array,
 )
 POSTGRES = _statements(
     asyncpg_dialect.dialect(),  # type: ignore[no-untyped-call]
     postgresql.insert,
     _i.item_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String()))),
+    _i.seq == func.any(bindparam("seqs", type_=postgresql.ARRAY(BigInteger()))),
+    func.array_agg,
 )

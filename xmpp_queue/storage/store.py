@@ -22,10 +22,9 @@ How one transaction works (``changes`` has the details):
 
 - transactions are serialised by an :class:`asyncio.Lock` (the commit batcher
   runs one at a time anyway), so within one, memory is the truth;
-- a transaction hands its changes off (:meth:`StateTransaction.hand_off`) and
-  the lock is free while they are written: the next transaction runs on top of
-  them, and hands off only after that write settled (the commit pipeline, one
-  commit in flight: ``inflight.py``). ``commit()`` is a hand-off awaited;
+- a transaction hands its changes off (:meth:`StateTransaction.hand_off`); the
+  next one runs on top of them while they are written and hands off only after
+  that write settled (one commit in flight: ``inflight.py``);
 - each write changes memory at once and records the key's original value;
 - :meth:`StateTransaction.commit` writes the difference between the
   originals and memory: deletes, then upserts (nodes before their children),
@@ -47,14 +46,17 @@ crash loses only what was not yet committed, which nobody was told about.
 Ledger reads (``count``, ``events``) see the committed rows plus the current
 transaction's pending ones; history is never held in memory.
 
-Memory: a queued item costs about 400 bytes (1M items: ~380 MiB measured
-with ``bench/store_microbench.py --memory``), because payloads, most of an
-item's size, are not all kept: items loaded at open keep theirs in the
-database, and so do new waiting items beyond the first ``HOT_WINDOW`` of a
-long queue. Reads that hand items out (dispatch, ``get``, paging, expiry)
-fetch missing payloads in one query, a dispatch taking the next ``PREFETCH``
-along, so a deep backlog costs one small query per few hundred deliveries and
-an ack needs none. Writes to such items update every column but the payload.
+Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
+does not keep its items whole (``backlog``). Past the store's budget
+(*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
+memory (its node's cold tail, about 8 bytes), and the load reads every plain
+waiting item that way. Items that stay whole may still keep their payload in
+the database (``COLD``): items loaded at open and new waiting items beyond the
+first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
+``get``, paging, expiry) fetch what is missing in one query, a dispatch taking
+the next ``PREFETCH`` along, so a deep backlog costs one small query per few
+hundred deliveries and an ack needs none. Writes to items whose payload is not
+in memory update every column but the payload.
 
 Item ``seq`` (publish order) and subscription ids (creation order) are handed
 out in memory, above every value in the database and its counters (SQLite's
@@ -67,10 +69,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING
 
-from xmpp_queue.core.ledger import FINISHED, EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
 from xmpp_queue.core.ports import (
     AffiliationRepository,
     EventLedger,
@@ -81,10 +82,18 @@ from xmpp_queue.core.ports import (
     SubscriptionRepository,
     Transaction,
 )
+from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
+from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
 from xmpp_queue.storage.changes import ChangeSet
-from xmpp_queue.storage.flush import Flush
-from xmpp_queue.storage.inflight import InFlight, durable_now
+from xmpp_queue.storage.inflight import (
+    AfterInFlight,
+    InFlight,
+    cool_settled,
+    durable_now,
+    note_finished,
+    retrieve,
+)
 from xmpp_queue.storage.items_repo import ItemsRepo
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
@@ -115,7 +124,7 @@ class StateTransaction:
         self.affiliations: AffiliationRepository = AffiliationsRepo(state, self.changes)
         self.subscriptions: SubscriptionRepository = SubscriptionsRepo(state, self.changes)
         self.items: ItemRepository = ItemsRepo(state, self.changes, store.backend)
-        self.ledger: EventLedger = LedgerRepo(self.changes, _AfterInFlight(store))
+        self.ledger: EventLedger = LedgerRepo(self.changes, AfterInFlight(store))
 
     def savepoint(self) -> Savepoint:
         """One operation's mark: its changes can be undone alone (per-operation undo)."""
@@ -142,9 +151,14 @@ class StateStore:
     """A :class:`~xmpp_queue.core.ports.Store` held in memory and written behind
     to SQLite or PostgreSQL (see the module docstring: the only writer rule)."""
 
-    def __init__(self, backend: Backend, state: MemoryState) -> None:
+    def __init__(
+        self, backend: Backend, state: MemoryState, backlog_bytes: int | None = DEFAULT_BUDGET
+    ) -> None:
         self.backend = backend
         self._state = state
+        self.budget = BacklogBudget(backlog_bytes)
+        self._filling: asyncio.Task[None] | None = None
+        self._to_cool: list[list[Item]] = []  # items of settled commits, to thin out
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
@@ -153,11 +167,18 @@ class StateStore:
         self.health = WriteHealth()
 
     @classmethod
-    async def open(cls, url: str | URL | None, fence: Fence | None = None) -> StateStore:
+    async def open(
+        cls,
+        url: str | URL | None,
+        fence: Fence | None = None,
+        backlog_bytes: int | None = DEFAULT_BUDGET,
+    ) -> StateStore:
         """Load the migrated database at *url* into memory (None: no database).
 
         It does not migrate: run ``storage.migrations.upgrade`` first. With a
         *fence* (the leader lease's token), every commit checks it first.
+        *backlog_bytes* is the memory for whole waiting items (``backlog``);
+        beyond it they are kept as seqs, read back when handed out.
         """
         text = (
             url
@@ -173,10 +194,26 @@ class StateStore:
         log.info(
             "event=store_loaded nodes=%d items=%d locked=%d",
             len(state.nodes),
-            sum(len(ns.items) for ns in state.nodes.values()),
+            sum(backlog.count(ns) for ns in state.nodes.values()),
             state.locked_total,
         )
-        return cls(backend, state)
+        store = cls(backend, state, backlog_bytes)
+        store.start_id_fill()
+        return store
+
+    def start_id_fill(self) -> None:
+        """Read the ids of the items loaded cold in the background (``backlog``)."""
+        if self._filling is not None:
+            self._filling.cancel()
+        if self.backend.keeps_payloads:
+            self._filling = asyncio.create_task(
+                backlog.fill_id_filters(lambda: self._state, self.backend)
+            )
+
+    async def id_filters_filled(self) -> None:
+        """Wait until the ids of the items loaded cold are in the id filters."""
+        if self._filling is not None:
+            await asyncio.shield(self._filling)
 
     @classmethod
     def in_memory(cls) -> StateStore:
@@ -197,6 +234,7 @@ class StateStore:
         async with self._lock:
             if self._reload:
                 await self._reload_state()
+            self._cool_settled()
             tx = StateTransaction(self, self._state)
             self._build_on_inflight(tx)
             try:
@@ -204,6 +242,7 @@ class StateStore:
             finally:
                 tx.rollback()  # whatever was not handed off (nothing, after a commit)
                 self._leave_inflight()
+                self._cool_settled()  # no operation runs now
 
     def _build_on_inflight(self, tx: StateTransaction) -> None:
         """*tx* runs on top of the commit in flight: if that commit fails, *tx*
@@ -250,7 +289,7 @@ class StateStore:
             changes.clear()
             return durable_now()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.add_done_callback(_retrieve)
+        done.add_done_callback(retrieve)
         c = InFlight(changes.detach(), flush, done, dependent=True)  # tx may go on
         changes.earlier = flush.events
         self._inflight = c
@@ -292,11 +331,18 @@ class StateStore:
         self.health.written()
         c.changes.clear()
         if self.backend.keeps_payloads:
-            self._state.cool(c.flush.item_upserts)
-        self._note_finished(c.flush)
+            self._to_cool.append(c.flush.item_upserts)  # at a safe point: _cool_settled
+        note_finished(self._state, c.flush)
         if self._inflight is c:
             self._inflight = None
         c.done.set_result(None)
+
+    def _cool_settled(self) -> None:
+        """Thin out what settled commits wrote, between transactions (``inflight``)."""
+        if not self._to_cool:
+            return
+        pending, self._to_cool = self._to_cool, []
+        cool_settled(self._state, self.budget, pending, self._inflight)
 
     def _fail(self, c: InFlight, error: BaseException, maybe_committed: bool) -> None:
         c.failed, c.maybe_committed = error, maybe_committed
@@ -316,15 +362,6 @@ class StateStore:
             self._reload = True
             log.warning("event=commit_uncertain action=reload_at_next_transaction")
 
-    def _note_finished(self, flush: Flush) -> None:
-        """Committed acks and retracts enter their node's dedup window."""
-        nodes, state = self._state.nodes, self._state
-        for event in flush.events:
-            if event.kind in FINISHED:
-                ns = nodes.get(event.node)
-                if ns is not None and ns.node.config.queue_dedup_window > 0:
-                    state.note_finished(ns, event.item_id, event.at)
-
     async def _reload_state(self) -> None:
         if self._writing is not None:
             try:
@@ -333,13 +370,21 @@ class StateStore:
                 pass
             self._writing = None
         self._state = await self.backend.load()
+        self._to_cool = []  # items of the old state
         self._reload = False
+        self.start_id_fill()
         log.info("event=store_reloaded nodes=%d", len(self._state.nodes))
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._filling is not None:
+            self._filling.cancel()
+            try:
+                await self._filling
+            except asyncio.CancelledError:
+                pass
         async with self._lock:
             await self.settled()
             if self._writing is not None:
@@ -348,28 +393,6 @@ class StateStore:
                 except BaseException:
                     pass
             await self.backend.close()
-
-
-class _AfterInFlight:
-    """The backend's ledger reads, after the commit in flight settled: its rows
-    are neither in the database yet nor among the reading transaction's own."""
-
-    def __init__(self, store: StateStore) -> None:
-        self._store = store
-
-    async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
-        await self._store.settled()
-        return await self._store.backend.ledger_count(node_id, kind, since)
-
-    async def ledger_events(self, node_id: str | None) -> list[LedgerEvent]:
-        await self._store.settled()
-        return await self._store.backend.ledger_events(node_id)
-
-
-def _retrieve(done: asyncio.Future[None]) -> None:
-    """Mark a failed commit's error as seen (its waiters may all be gone)."""
-    if not done.cancelled():
-        done.exception()
 
 
 def _conforms(store: StateStore) -> Store:

@@ -1,0 +1,175 @@
+"""The cold tail of a node: committed waiting items kept in memory as a seq alone.
+
+A deep backlog is read from its head only, so most of its items need nothing
+in memory but their place in dispatch order. A *plain* waiting item (unlocked,
+not delayed, no expiry, no ordering key, not retained) that was committed
+while the store's backlog budget was spent leaves ``NodeState.items`` and the
+ready index and is kept here as its seq, filed under its priority level: about
+8 bytes in an ``array('q')`` instead of some 400 bytes of objects. Its row in
+the database holds everything else (id, payload, headers, times).
+
+Reads bring items back (``backlog``): a dispatch takes the head of each level
+(with a prefetch), a read by id looks the row up, paging merges hot and cold
+seqs. An item brought back is an ordinary item again (hot); nothing records
+the move in a transaction, since memory and database agree on it either way.
+
+Removal is by head offset (the common case: the head is taken) or, for an item
+in the middle (a read by id), by a small set of gone seqs skipped on the way;
+the array is compacted once half of it is dead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from array import array
+from collections.abc import Iterator
+
+from xmpp_queue.storage.id_filter import IdFilter
+
+
+class TailLevel:
+    """The seqs of one priority level's cold items, ascending."""
+
+    __slots__ = ("gone", "head", "seqs")
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+        self.head = 0  # seqs[:head] are taken
+        self.gone: set[int] = set()  # taken seqs beyond the head
+
+    def __len__(self) -> int:
+        return len(self.seqs) - self.head - len(self.gone)
+
+    def add(self, seq: int) -> None:
+        seqs = self.seqs
+        if not seqs or seq > seqs[-1]:
+            seqs.append(seq)  # the usual case: a new item is the newest
+            return
+        at = bisect.bisect_left(seqs, seq, self.head)
+        if at < len(seqs) and seqs[at] == seq:
+            self.gone.discard(seq)  # came back
+            return
+        seqs.insert(at, seq)
+
+    def extend_sorted(self, seqs: list[int]) -> None:
+        """Many seqs at once (loading); sorted here, in C, whatever their order."""
+        if len(self):
+            merged = sorted({*self.live(), *seqs})
+        else:  # the load: one group of unique seqs from the database
+            merged = sorted(seqs)
+        self.seqs = array("q", merged)
+        self.head = 0
+        self.gone = set()
+
+    def __contains__(self, seq: int) -> bool:
+        seqs = self.seqs
+        at = bisect.bisect_left(seqs, seq, self.head)
+        return at < len(seqs) and seqs[at] == seq and seq not in self.gone
+
+    def remove(self, seq: int) -> bool:
+        """Take *seq* out; whether it was here."""
+        if seq not in self:
+            return False
+        seqs = self.seqs
+        if seqs[self.head] == seq:
+            self.head += 1
+            self._skip_gone()
+        else:
+            self.gone.add(seq)
+        if self.head > 4096 and self.head * 2 > len(seqs):
+            del seqs[: self.head]
+            self.head = 0
+        return True
+
+    def _skip_gone(self) -> None:
+        seqs, gone = self.seqs, self.gone
+        while gone and self.head < len(seqs) and seqs[self.head] in gone:
+            gone.discard(seqs[self.head])
+            self.head += 1
+
+    def first(self, limit: int) -> list[int]:
+        """The *limit* lowest live seqs."""
+        found: list[int] = []
+        for seq in self.live():
+            if len(found) >= limit:
+                break
+            found.append(seq)
+        return found
+
+    def live(self) -> Iterator[int]:
+        gone = self.gone
+        for seq in self.seqs[self.head :] if self.head else self.seqs:
+            if seq not in gone:
+                yield seq
+
+    def live_reversed(self) -> Iterator[int]:
+        gone, seqs = self.gone, self.seqs
+        for at in range(len(seqs) - 1, self.head - 1, -1):
+            seq = seqs[at]
+            if seq not in gone:
+                yield seq
+
+    def count_below(self, seq: int) -> int:
+        """Live seqs lower than *seq* (XEP-0059 positions)."""
+        below = bisect.bisect_left(self.seqs, seq, self.head) - self.head
+        return below - sum(1 for g in self.gone if g < seq)
+
+
+class ColdTail:
+    """One node's cold items: a :class:`TailLevel` per priority, and their bytes."""
+
+    __slots__ = ("ids", "levels", "payload_bytes", "unknown_upto")
+
+    def __init__(self) -> None:
+        self.levels: dict[int, TailLevel] = {}
+        self.payload_bytes = 0  # also counted in the node's ``QueueIndex.payload_bytes``
+        self.ids = IdFilter()  # the id of every item that went cold in this process
+        # Seqs up to this one were loaded without their ids (0: none): while one of
+        # them is still cold, the filter cannot say "surely not".
+        self.unknown_upto = 0
+
+    def may_hold(self, item_id: str) -> bool:
+        """False when no cold item of this tail has *item_id* (no database read
+        needed); True when one may."""
+        if self.unknown_upto:
+            heads = [s for level in self.levels.values() for s in level.first(1)]
+            if heads and min(heads) <= self.unknown_upto:
+                return True
+            self.unknown_upto = 0  # every loaded item left: the filter knows them all
+        return item_id in self.ids
+
+    def __len__(self) -> int:
+        return sum(len(level) for level in self.levels.values())
+
+    def level(self, priority: int) -> TailLevel:
+        found = self.levels.get(priority)
+        if found is None:
+            found = self.levels[priority] = TailLevel()
+        return found
+
+    def add(self, seq: int, priority: int, size: int, item_id: str) -> None:
+        self.level(priority).add(seq)
+        self.payload_bytes += size
+        self.ids.add(item_id)
+
+    def remove(self, seq: int, priority: int, size: int) -> bool:
+        level = self.levels.get(priority)
+        if level is None or not level.remove(seq):
+            return False
+        self.payload_bytes -= size
+        return True
+
+    def holds(self, seq: int, priority: int) -> bool:
+        level = self.levels.get(priority)
+        return level is not None and seq in level
+
+    def seqs(self) -> Iterator[int]:
+        """Every live seq, ascending (the levels merged)."""
+        return heapq.merge(*(level.live() for level in self.levels.values()))
+
+    def seqs_reversed(self) -> Iterator[int]:
+        return heapq.merge(*(level.live_reversed() for level in self.levels.values()), reverse=True)
+
+    def count_below(self, seq: int) -> int:
+        return sum(level.count_below(seq) for level in self.levels.values())
