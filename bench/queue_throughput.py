@@ -17,6 +17,8 @@ Run from the repository root:
     python bench/queue_throughput.py --rabbitmq --batch 1,8 --repeat 3  # issue 14's run
     python bench/queue_throughput.py --backends sqlite --rate 500 --skip-null \
         --metrics both --repeat 3                          # the cost of [http] metrics
+    python bench/queue_throughput.py --rate 500 --raw-commit --rabbitmq --rabbitmq-ack both \
+        --compare-src /tmp/prev --repeat 3                 # issue 26: the floor, one run
 Everything it starts (Prosody, components, py-spy) is stopped at the end; a global
 `--timeout` bounds the run.
 """
@@ -225,8 +227,10 @@ class Bench:
         return LightClient("127.0.0.1", port, DOMAIN, user, PASSWORD, resource)
 
     async def run(self, scenario: Scenario) -> Figures:
-        if scenario.target == "rabbitmq":
+        if scenario.target.startswith("rabbitmq"):
             return await self._rabbitmq(scenario)
+        if scenario.target == "raw-commit":
+            return await self._raw_commit(scenario)
         tmp = Path(tempfile.mkdtemp(prefix="scenario-", dir=self.workdir))
         if scenario.target.startswith("null-"):
             mode = scenario.target.removeprefix("null-")
@@ -243,6 +247,40 @@ class Bench:
         finally:
             server.stop()
 
+    async def _raw_commit(self, scenario: Scenario) -> Figures:
+        """One small durable SQLite commit at a time (``raw_commit``), paced at the
+        scenario's rate, in the scratch directory of the bench databases: the disk's
+        floor at this moment. Its commit time is shown as publish→delivery."""
+        from raw_commit import commit_loop
+
+        tmp = Path(tempfile.mkdtemp(prefix="scenario-", dir=self.workdir))
+        busy0, steal0 = machine_busy_seconds()
+        cpu0, started = cpu_seconds(os.getpid()), time.monotonic()
+        samples = await asyncio.to_thread(
+            commit_loop, tmp, self.args.items, scenario.rate, self.args.warmup
+        )
+        elapsed = time.monotonic() - started
+        cpu1 = cpu_seconds(os.getpid())
+        busy1, steal1 = machine_busy_seconds()
+        return Figures(
+            scenario=scenario.label,
+            items=self.args.items,
+            completed=True,
+            seconds=elapsed,
+            items_per_s=self.args.items / sum(samples) if not scenario.rate else scenario.rate,
+            delivery=Latency.of(samples),
+            publish_rtt=None,
+            publish_to_ack=None,
+            component_us=0.0,
+            prosody_us=0.0,
+            loadgen_us=(cpu1 - cpu0) / self.args.items * 1e6,
+            other_cores=max(0.0, (busy1 - busy0) - (cpu1 - cpu0)) / elapsed,
+            steal_cores=(steal1 - steal0) / elapsed,
+            duplicates=0,
+            errors=0,
+            error_samples=[],
+        )
+
     async def _rabbitmq(self, scenario: Scenario) -> Figures:
         """The same job on the machine's RabbitMQ (``rabbitmq_reference``), in this run,
         so the comparison shares the machine's load of the moment."""
@@ -258,6 +296,7 @@ class Bench:
             workers=a.workers,
             prefetch=a.queue_requests,
             timeout=a.batch_timeout,
+            ack_multiple=scenario.target == "rabbitmq-multiple",
         )
         r = await one_run(options)
         return Figures(
@@ -479,8 +518,13 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     if not args.skip_null:
         out += [Scenario("null-iq", window=s.window) for s in loads if s.window]
         out += [Scenario("null-message", s.window, s.rate) for s in loads]
+    if args.raw_commit:
+        out += [Scenario("raw-commit", 0, s.rate) for s in loads if s.rate]
     if args.rabbitmq:
-        out += [Scenario("rabbitmq", s.window, s.rate) for s in loads]
+        acks = {"each": ["rabbitmq"], "multiple": ["rabbitmq-multiple"]}.get(
+            args.rabbitmq_ack, ["rabbitmq", "rabbitmq-multiple"]
+        )
+        out += [Scenario(target, s.window, s.rate) for s in loads for target in acks]
     if not args.null_only:
         for backend in args.backends:
             for metrics in {"off": [False], "on": [True], "both": [False, True]}[args.metrics]:
@@ -663,6 +707,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rabbitmq", action="store_true", help="also run the RabbitMQ reference in this run"
     )
     p.add_argument("--rabbitmq-url", default="amqp://guest:guest@127.0.0.1:5672/")
+    p.add_argument(
+        "--rabbitmq-ack",
+        choices=("each", "multiple", "both"),
+        default="each",
+        help="RabbitMQ consumers ack each message, or with multiple=true (rabbitmq-multiple)",
+    )
+    p.add_argument(
+        "--raw-commit",
+        action="store_true",
+        help="also time a raw durable SQLite commit loop at each --rate, same disk, this run",
+    )
     p.add_argument("--null-only", action="store_true", help="only the null component")
     p.add_argument("--skip-null", action="store_true", help="skip the null component")
     p.add_argument("--nagle", action="store_true", help="leave Nagle on in Prosody")

@@ -22,6 +22,11 @@ After every step it checks:
   ``<unlock/>``) that succeeds acted on every one of them (one ledger row each);
   one that is refused changed nothing (the refusal rule above);
 - **reload**: after a restart the store equals the one that was running;
+- **pipeline**: with batch N's write held (``tests/kit/gated.py``) batch N+1 runs;
+  no operation of either is answered before its own commit; when N's write fails
+  every operation of N and N+1 fails and memory equals the state before N; when
+  N+1's fails, N stands; on SQL backends a store loaded from the database then
+  equals the live one (nothing answered lost, nothing failed kept);
 - **attributes**: every item carries the attributes it was published with, in
   the queue and as a dead letter, across restarts;
 - **time**: no item is delivered before its ``Start`` or at/after its expiry; an
@@ -68,6 +73,7 @@ from hypothesis.stateful import (
 )
 
 from tests.kit import FakeClock
+from tests.kit.gated import GatedBackend, WriteRefused
 from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
@@ -100,6 +106,11 @@ IN_QUEUE = {
 GONE = {EventKind.ACKED, EventKind.RETRACTED, EventKind.PURGED, EventKind.DROPPED}
 FINISHED = {EventKind.ACKED, EventKind.RETRACTED}
 NOT_A_MOVE = {EventKind.DEDUPLICATED}  # a ledger row that changes no item
+
+PIPELINE_CALL = st.tuples(
+    st.sampled_from(("publish", "publish", "ack", "unlock", "sub", "refused")),
+    st.sampled_from(WORKERS),
+)
 
 Opener = Callable[[], Awaitable[StateStore]]
 Reopener = Callable[[], Awaitable[StateStore]] | None
@@ -155,6 +166,7 @@ class QueueMachine(RuleBasedStateMachine):
             ),
         )
         self.run(service.start())
+        self.gate = GatedBackend.around(self.store)  # open unless a pipeline rule holds it
         return service
 
     def attempt(self, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -170,6 +182,10 @@ class QueueMachine(RuleBasedStateMachine):
             return None
 
     def teardown(self) -> None:
+        self.gate.hold = False
+        for held in self.gate.held:  # a step that failed half-way: its writes fail
+            if not held.done():
+                held.set_result(WriteRefused())
         try:
             if type(self).reopen_store is not None:
                 self.restart()
@@ -447,6 +463,109 @@ class QueueMachine(RuleBasedStateMachine):
                 raise result
             if item_id is not None and not isinstance(result, BaseException):
                 self.published.append(item_id)
+
+    def _calls(self, calls: list[tuple[str, Actor]]) -> list[tuple[str | None, Any]]:
+        """Operations of a batch (publish, ack, unlock, a refused subscription)."""
+        made: list[tuple[str | None, Any]] = []
+        for what, worker in calls:
+            last = self.published[-1] if self.published else "nothing"
+            if what == "publish":
+                item_id = f"i{next(self.ids)}"
+                made.append((item_id, self.service.publish(PUB, QUEUE, item_id, "<job/>", 6)))
+            elif what == "ack":
+                made.append((None, self.service.retract(worker, QUEUE, last)))
+            elif what == "unlock":
+                made.append((None, self.service.unlock(worker, QUEUE, last)))
+            elif what == "sub":
+                options = {"pubsub#queue_requests": ["1"]}
+                made.append((None, self.service.subscribe(worker, QUEUE, worker.jid, options)))
+            else:  # refused: a window of 0
+                options = {"pubsub#queue_requests": ["0"]}
+                made.append((None, self.service.subscribe(worker, QUEUE, worker.jid, options)))
+        return made
+
+    @rule(
+        first=st.lists(PIPELINE_CALL, min_size=1, max_size=3),
+        second=st.lists(PIPELINE_CALL, min_size=1, max_size=3),
+        outcome=st.sampled_from(("both", "both", "first_fails", "second_fails")),
+        uncertain=st.booleans(),
+    )
+    def pipelined_batches(
+        self,
+        first: list[tuple[str, Actor]],
+        second: list[tuple[str, Actor]],
+        outcome: str,
+        uncertain: bool,
+    ) -> None:
+        """Batch N's write is held while batch N+1 runs against memory; then each
+        commits or fails. Nothing is answered before its commit; a failed commit
+        fails the batch built on it too, and memory is back at the last durable
+        state (checked against the database itself on the SQL backends)."""
+        durable = self.last if self.last is not None else self.run(snapshot(self.store))
+        # "The database may hold it" makes the store reload: only a database can.
+        uncertain = uncertain and type(self).reopen_store is not None
+        a, b = self._calls(first), self._calls(second)
+        results = self.run(self._pipeline(a, b, outcome, uncertain))
+        failed = [r for r in results if isinstance(r, WriteRefused)]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, PubSubError | WriteRefused):
+                raise r
+        for (item_id, _), result in zip([*a, *b], results, strict=True):
+            if item_id is not None and not isinstance(result, BaseException):
+                self.published.append(item_id)
+        if failed and outcome == "first_fails":
+            assert len(failed) == len(results), "an operation of a failed pipeline succeeded"
+            assert self.run(snapshot(self.store)) == durable, "a failed commit left changes"
+        self.memory_equals_database()
+
+    async def _pipeline(
+        self,
+        a: list[tuple[str | None, Any]],
+        b: list[tuple[str | None, Any]],
+        outcome: str,
+        uncertain: bool,
+    ) -> list[Any]:
+        gate = self.gate
+        gate.held.clear()
+        gate.hold = True
+        try:
+            ta = [asyncio.ensure_future(c) for _, c in a]
+            if not await gate.arrived(1, unless=ta):  # N wrote nothing: nothing held
+                gate.hold = False
+                return await asyncio.gather(*ta, *(c for _, c in b), return_exceptions=True)
+            tb = [asyncio.ensure_future(c) for _, c in b]
+            for _ in range(30):
+                await asyncio.sleep(0)  # batch N+1 runs meanwhile
+            assert not any(t.done() for t in ta + tb), "answered before its commit"
+            if outcome == "first_fails":
+                gate.fail(0, WriteRefused(uncertain))
+                return await asyncio.gather(*ta, *tb, return_exceptions=True)
+            gate.release(0)
+            done_a = await asyncio.gather(*ta, return_exceptions=True)
+            if await gate.arrived(2, unless=tb):
+                assert not any(t.done() for t in tb), "answered before its commit"
+                if outcome == "second_fails":
+                    gate.fail(1, WriteRefused(uncertain))
+                else:
+                    gate.release(1)
+            return [*done_a, *await asyncio.gather(*tb, return_exceptions=True)]
+        finally:
+            gate.hold = False
+
+    def memory_equals_database(self) -> None:
+        """On a database: a second store loaded from it equals the live one."""
+        reopen = type(self).reopen_store
+        if reopen is None:
+            return
+
+        async def loaded() -> tuple[Any, ...]:
+            other = await reopen()
+            try:
+                return await snapshot(other)
+            finally:
+                await other.close()
+
+        assert self.run(loaded()) == self.run(snapshot(self.store)), "memory differs from the db"
 
     @rule()
     def announce_held_again(self) -> None:

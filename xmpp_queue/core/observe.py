@@ -23,11 +23,12 @@ Standard library only, like all of ``core``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -180,14 +181,31 @@ class _ObservedTransaction:
         return _ObservedSavepoint(self.inner.savepoint(), self.notes, len(self.notes.events))
 
     async def commit(self) -> None:
+        durable = await self.hand_off()
+        await asyncio.shield(durable)
+
+    async def hand_off(self) -> asyncio.Future[None]:
+        """The inner hand-off; the batch is reported when (and if) it is durable.
+        ``commit_seconds`` runs from the hand-off to durable, so it includes the
+        wait for the commit in flight before it (the pipeline, storage/inflight.py)."""
         started = self.timer()
         try:
-            await self.inner.commit()
+            durable = await self.inner.hand_off()
         except BaseException:
             _safely(self.observer.commit_failed)
             raise
         notes, self.notes = self.notes, _Recorder()  # a second commit reports only its own
-        _safely(lambda: self.observer.committed(notes.batch(self.timer() - started)))
+        batch = notes.batch(0.0)  # now: the events are those of this hand-off
+
+        def report(done: asyncio.Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                _safely(self.observer.commit_failed)
+                return
+            seconds = self.timer() - started
+            _safely(lambda: self.observer.committed(replace(batch, commit_seconds=seconds)))
+
+        durable.add_done_callback(report)
+        return durable
 
 
 @dataclass(slots=True)

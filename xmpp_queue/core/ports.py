@@ -13,6 +13,7 @@ here commits on its own. A repository raises core errors, never driver errors.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -312,7 +313,17 @@ class Transaction(Protocol):
     def savepoint(self) -> Savepoint:
         """Mark the current state; savepoints nest and end innermost first."""
 
-    async def commit(self) -> None: ...
+    async def commit(self) -> None:
+        """Write what changed and wait until it is durable (raises if it is not)."""
+
+    async def hand_off(self) -> asyncio.Future[None]:
+        """Start writing what changed; the future resolves once it is durable.
+
+        The commit pipeline: the next transaction may run while this one's write
+        is in flight, and hands off only after it settled. Raises (with this
+        transaction's changes undone) if the commit in flight before it failed;
+        the future fails if this one's write does. Either way memory is back at
+        the last durable state, and nothing may be answered or sent as done."""
 
 
 class Store(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Self
 
 from xmpp_queue.core.ledger import FINISHED, LedgerEvent
 from xmpp_queue.core.model import Affiliation, Item, Subscription
@@ -40,6 +41,7 @@ class ChangeRecords:
         "_below",
         "affiliations",
         "dropped",
+        "earlier",
         "events",
         "items",
         "nodes",
@@ -61,6 +63,9 @@ class ChangeRecords:
         # Retained items (``NodeState.retained``), recorded like ``items``.
         self.retained: dict[ItemKey, Item | None] = {}
         self.events: list[LedgerEvent] = []
+        # The ledger rows of the commit still in flight below this one (the
+        # commit pipeline, ``inflight.py``): pending too, for the dedup window.
+        self.earlier: list[LedgerEvent] = []
         self._below: list[Level] = []
 
     def __bool__(self) -> bool:
@@ -77,8 +82,9 @@ class ChangeRecords:
 
     def finished_pending(self, node_id: str, item_id: str, since: datetime) -> bool:
         """Whether this transaction's (not yet committed) ledger rows ack or retract
-        *item_id* at or after *since*: the dedup window before the commit."""
-        for event in reversed(self.events):
+        *item_id* at or after *since*: the dedup window before the commit (this
+        transaction's rows and those of the commit in flight before it)."""
+        for event in (*reversed(self.events), *reversed(self.earlier)):
             if (
                 event.item_id == item_id
                 and event.node == node_id
@@ -127,6 +133,18 @@ class ChangeRecords:
         if key not in self.affiliations:
             origin = self._origin(node_id)
             self.affiliations[key] = origin.affiliations.get(jid) if origin is not None else None
+
+    def detach(self) -> Self:
+        """Hand the records to a new change set (a commit in flight keeps them
+        to undo itself) and start afresh, as after a commit."""
+        if self._below:
+            raise RuntimeError("a savepoint is still open")
+        handed = type(self)(self.state)
+        handed.nodes, handed.dropped, handed.purged = self.nodes, self.dropped, self.purged
+        handed.items, handed.subs, handed.affiliations = self.items, self.subs, self.affiliations
+        handed.retained, handed.events = self.retained, self.events
+        self.clear()
+        return handed
 
     def clear(self) -> None:
         self.nodes = {}

@@ -22,6 +22,9 @@ How one transaction works (``changes`` has the details):
 
 - transactions are serialised by an :class:`asyncio.Lock` (the commit batcher
   runs one at a time anyway), so within one, memory is the truth;
+- a transaction hands its changes off (:meth:`StateTransaction.hand_off`); the
+  next one runs on top of them while they are written and hands off only after
+  that write settled (one commit in flight: ``inflight.py``);
 - each write changes memory at once and records the key's original value;
 - :meth:`StateTransaction.commit` writes the difference between the
   originals and memory: deletes, then upserts (nodes before their children),
@@ -31,7 +34,8 @@ How one transaction works (``changes`` has the details):
   it back undoes that operation alone (state and ledger rows), so a refused
   or failed operation changes nothing while its batch commits the rest;
 - leaving the block without commit, or a commit that raised, puts every
-  original back, so memory equals the database again. When the failure came
+  original back, so memory equals the database again (a failed commit with a
+  transaction on top: that one's originals first, then the failed one's). When the failure came
   with the COMMIT itself (the database may have committed after all, say a
   connection lost mid-commit), the next transaction reloads everything from
   the database instead of trusting either side.
@@ -67,7 +71,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-from xmpp_queue.core.ledger import FINISHED
+from xmpp_queue.core.model import Item
 from xmpp_queue.core.ports import (
     AffiliationRepository,
     EventLedger,
@@ -82,7 +86,14 @@ from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
 from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
 from xmpp_queue.storage.changes import ChangeSet
-from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.inflight import (
+    AfterInFlight,
+    InFlight,
+    cool_settled,
+    durable_now,
+    note_finished,
+    retrieve,
+)
 from xmpp_queue.storage.items_repo import ItemsRepo
 from xmpp_queue.storage.repositories import (
     AffiliationsRepo,
@@ -114,22 +125,23 @@ class StateTransaction:
         self.affiliations: AffiliationRepository = AffiliationsRepo(state, self.changes)
         self.subscriptions: SubscriptionRepository = SubscriptionsRepo(state, self.changes)
         self.items: ItemRepository = ItemsRepo(state, self.changes, store.backend)
-        self.ledger: EventLedger = LedgerRepo(self.changes, store.backend)
+        self.ledger: EventLedger = LedgerRepo(self.changes, AfterInFlight(store))
 
     def savepoint(self) -> Savepoint:
         """One operation's mark: its changes can be undone alone (per-operation undo)."""
         return self.changes.savepoint()
 
+    async def hand_off(self) -> asyncio.Future[None]:
+        """Start writing what changed; the future resolves once it is durable.
+
+        Waits for the commit in flight first (one at a time); raises, with
+        this transaction's changes undone, if that commit failed."""
+        return await self._store.hand_off(self)
+
     async def commit(self) -> None:
-        """Write what changed and commit; on failure memory is rolled back."""
-        changes = self.changes
-        if not changes:
-            return
-        flush = changes.plan()
-        if flush.empty():
-            changes.clear()
-            return
-        await self._store.write(flush, changes)
+        """Write what changed and wait until durable; on failure memory is rolled back."""
+        durable = await self.hand_off()
+        await asyncio.shield(durable)
 
     def rollback(self) -> None:
         if self.changes:
@@ -147,9 +159,11 @@ class StateStore:
         self._state = state
         self.budget = BacklogBudget(backlog_bytes)
         self._filling: asyncio.Task[None] | None = None
+        self._to_cool: list[list[Item]] = []  # items of settled commits, to thin out
         self._lock = asyncio.Lock()
         self._reload = False
         self._writing: asyncio.Future[None] | None = None
+        self._inflight: InFlight | None = None  # the commit being written (inflight.py)
         self._closed = False
         self.health = WriteHealth()
 
@@ -221,14 +235,70 @@ class StateStore:
         async with self._lock:
             if self._reload:
                 await self._reload_state()
+            self._cool_settled()
             tx = StateTransaction(self, self._state)
+            self._build_on_inflight(tx)
             try:
                 yield tx
             finally:
-                tx.rollback()  # whatever was not committed (nothing, after a commit)
+                tx.rollback()  # whatever was not handed off (nothing, after a commit)
+                self._leave_inflight()
+                self._cool_settled()  # no operation runs now
 
-    async def write(self, flush: Flush, changes: ChangeSet) -> None:
-        """Write *flush* (the plan of *changes*); roll memory back if it fails.
+    def _build_on_inflight(self, tx: StateTransaction) -> None:
+        """*tx* runs on top of the commit in flight: if that commit fails, *tx*
+        undoes itself and then it (newest first), see ``inflight.py``."""
+        c = self._inflight
+        if c is not None:
+            c.dependent = True
+            tx.changes.earlier = c.flush.events
+
+    def _leave_inflight(self) -> None:
+        """The running transaction ended (its own changes undone or handed off):
+        a failed commit below it can be undone now, a later failure undoes itself."""
+        c = self._inflight
+        if c is None:
+            return
+        c.dependent = False
+        if c.failed is not None:
+            self._undo(c)
+
+    async def settled(self) -> None:
+        """Wait until no commit is in flight (ledger reads must see its rows)."""
+        c = self._inflight
+        if c is not None and not c.settled():
+            await asyncio.wait([c.done])
+
+    async def hand_off(self, tx: StateTransaction) -> asyncio.Future[None]:
+        """Plan *tx*'s changes and start writing them after the commit in flight.
+
+        The returned future resolves when they are durable, or fails (memory
+        then holds the last durable state, see ``inflight.py``)."""
+        base = self._inflight
+        if base is not None:
+            if not base.settled():
+                await asyncio.wait([base.done])  # cancellable: the write goes on
+            if base.failed is not None:
+                tx.rollback()
+                self._undo(base)
+                raise base.failed
+        changes = tx.changes
+        if not changes:
+            return durable_now()
+        flush = changes.plan()
+        if flush.empty():
+            changes.clear()
+            return durable_now()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(retrieve)
+        c = InFlight(changes.detach(), flush, done, dependent=True)  # tx may go on
+        changes.earlier = flush.events
+        self._inflight = c
+        c.task = asyncio.ensure_future(self._write(c))
+        return done
+
+    async def _write(self, c: InFlight) -> None:
+        """Write *c*'s plan; settle it (durable, or failed and undone).
 
         A write the database surely did not commit (the connection was lost
         before COMMIT) is written again on a new connection for up to
@@ -237,50 +307,61 @@ class StateStore:
         A failure of the COMMIT itself is not retried (the database may hold it:
         reload, see the module docstring)."""
         while True:
+            writing = asyncio.ensure_future(self.backend.write(c.flush))
+            self._writing = writing
             try:
-                await self._write_once(flush, changes)
-            except _Retry:
-                await asyncio.sleep(self.health.retry_delay())
-                continue
+                # Shielded: a cancelled store task must not abandon a write that
+                # may still commit, or memory and database would part ways unseen.
+                await asyncio.shield(writing)
+            except FlushFailed as failed:
+                if self.health.failed(failed.error, failed.maybe_committed):
+                    await asyncio.sleep(self.health.retry_delay())
+                    continue
+                self._fail(c, failed.error, failed.maybe_committed)
+                return
+            except asyncio.CancelledError as exc:
+                self._fail(c, exc, maybe_committed=True)  # the write goes on: reload
+                raise
+            except Exception as exc:  # a bug below the backend's own handling
+                self._fail(c, exc, maybe_committed=False)
+                return
+            finally:
+                if writing.done():
+                    self._writing = None
             break
         self.health.written()
-        changes.clear()
+        c.changes.clear()
         if self.backend.keeps_payloads:
-            backlog.cool(self._state, flush.item_upserts, self.budget)
-            self._state.cool(flush.item_upserts)
-        self._note_finished(flush)
+            self._to_cool.append(c.flush.item_upserts)  # at a safe point: _cool_settled
+        note_finished(self._state, c.flush)
+        if self._inflight is c:
+            self._inflight = None
+        c.done.set_result(None)
 
-    async def _write_once(self, flush: Flush, changes: ChangeSet) -> None:
-        writing = asyncio.ensure_future(self.backend.write(flush))
-        self._writing = writing
-        try:
-            # Shielded: a cancelled caller must not abandon a write that may
-            # still commit, or memory and database would part ways unseen.
-            await asyncio.shield(writing)
-        except FlushFailed as failed:
-            if self.health.failed(failed.error, failed.maybe_committed):
-                raise _Retry from None
-            changes.rollback()
-            if failed.maybe_committed:
-                self._reload = True
-                log.warning("event=commit_uncertain action=reload_at_next_transaction")
-            raise failed.error from None
-        except asyncio.CancelledError:
-            changes.rollback()
-            self._reload = True  # the write goes on; its outcome decides, reload then
-            raise
-        finally:
-            if writing.done():
-                self._writing = None
+    def _cool_settled(self) -> None:
+        """Thin out what settled commits wrote, between transactions (``inflight``)."""
+        if not self._to_cool:
+            return
+        pending, self._to_cool = self._to_cool, []
+        cool_settled(self._state, self.budget, pending, self._inflight)
 
-    def _note_finished(self, flush: Flush) -> None:
-        """Committed acks and retracts enter their node's dedup window."""
-        nodes, state = self._state.nodes, self._state
-        for event in flush.events:
-            if event.kind in FINISHED:
-                ns = nodes.get(event.node)
-                if ns is not None and ns.node.config.queue_dedup_window > 0:
-                    state.note_finished(ns, event.item_id, event.at)
+    def _fail(self, c: InFlight, error: BaseException, maybe_committed: bool) -> None:
+        c.failed, c.maybe_committed = error, maybe_committed
+        if not c.dependent:
+            self._undo(c)  # else the transaction on top undoes itself, then this
+        c.done.set_exception(error)
+
+    def _undo(self, c: InFlight) -> None:
+        """Put memory back as it was before *c* (nothing may run on top of it)."""
+        if self._inflight is c:
+            self._inflight = None
+        if c.undone:
+            return
+        c.undone = True
+        c.changes.rollback()
+        if c.maybe_committed:
+            self._reload = True
+            log.warning("event=commit_uncertain action=reload_at_next_transaction")
 
     async def reloaded_after(self, action: Callable[[], Awaitable[T]]) -> T:
         """Run *action* (a write that changes which rows are this store's, such as a
@@ -308,6 +389,7 @@ class StateStore:
                 pass
             self._writing = None
         self._state = await self.backend.load()
+        self._to_cool = []  # items of the old state
         self._reload = False
         self.start_id_fill()
         log.info("event=store_reloaded nodes=%d", len(self._state.nodes))
@@ -323,16 +405,13 @@ class StateStore:
             except asyncio.CancelledError:
                 pass
         async with self._lock:
+            await self.settled()
             if self._writing is not None:
                 try:
                     await self._writing
                 except BaseException:
                     pass
             await self.backend.close()
-
-
-class _Retry(Exception):
-    """The write failed in a way that is safe and worth repeating (internal)."""
 
 
 def _conforms(store: StateStore) -> Store:
