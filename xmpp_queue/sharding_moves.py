@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xmpp_queue.core.placement import family
+from xmpp_queue.storage.store_reload import reloaded_after
 
 log = logging.getLogger("xmpp_queue.sharding")
 
@@ -80,8 +81,8 @@ class ShardMover:
         if node_id not in self.store.state.nodes:
             raise MoveRefused(f"'{node_id}' is not served by {self.shard}")
         name = family(node_id)
-        moved: list[str] = await self.store.reloaded_after(
-            lambda: self.store.backend.move_family(name, to_shard)
+        moved: list[str] = await reloaded_after(
+            self.store, lambda: self.store.backend.move_family(name, to_shard)
         )
         for node in moved:
             self.placements.forget(node)
@@ -109,7 +110,7 @@ class ShardMover:
             async def nothing() -> None:
                 return None
 
-            await self.store.reloaded_after(nothing)
+            await reloaded_after(self.store, nothing)
             for node in missing:
                 self.placements.forget(node)
             taken = [n for n in missing if n in self.store.state.nodes]

@@ -294,12 +294,12 @@ class Publisher(NodeOwner, PushCommands):
             raise ValueError("an empty batch")
         now = datetime.now(UTC)
         entries = [as_publish_item(entry) for entry in items]
-        node = await self._partition(node, entries[0].ordering_key)  # the batch stays whole
         prepared = [(e.payload, e.item_id, e.headers(now)) for e in entries]
         if self.check_payloads:
             for entry in entries:
                 if entry.payload is not None:
                     _check_payload(entry.payload)
+        node = await self._partition(node, entries[0].ordering_key)  # the batch stays whole
 
         def convert(result: ET.Element) -> list[str]:
             ids = wire.published_item_ids(result)

@@ -210,7 +210,7 @@ class ShardBackend(PostgresBackend):
     async def move_family(self, family: str, to_shard: str) -> list[str]:
         """Place *family* (a node and its ``family/...`` nodes) on *to_shard*, in one
         commit fenced by this shard's lease; the node ids moved. The caller holds the
-        store still (``StateStore.reloaded_after``): no commit of these nodes runs."""
+        store still (``store_reload.reloaded_after``): no commit of these nodes runs."""
         async with self._busy:
             try:
                 conn = await self._connection()

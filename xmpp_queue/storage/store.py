@@ -67,9 +67,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from xmpp_queue.core.model import Item
 from xmpp_queue.core.ports import (
@@ -110,7 +110,6 @@ if TYPE_CHECKING:
     from xmpp_queue.storage.lease import Fence
 
 log = logging.getLogger("xmpp_queue.storage.store")
-T = TypeVar("T")
 
 __all__ = ["StateStore", "StateTransaction"]
 
@@ -362,24 +361,6 @@ class StateStore:
         if c.maybe_committed:
             self._reload = True
             log.warning("event=commit_uncertain action=reload_at_next_transaction")
-
-    async def reloaded_after(self, action: Callable[[], Awaitable[T]]) -> T:
-        """Run *action* (a write that changes which rows are this store's, such as a
-        shard's placement move) while no transaction runs, then load memory from the
-        database again, whatever *action* did (a failed reload is retried at the
-        next transaction). Costs a full load: meant for rare events (moves)."""
-        async with self._lock:
-            if self._writing is not None:
-                try:
-                    await self._writing
-                except BaseException:
-                    pass
-                self._writing = None
-            try:
-                return await action()
-            finally:
-                self._reload = True
-                await self._reload_state()
 
     async def _reload_state(self) -> None:
         if self._writing is not None:
