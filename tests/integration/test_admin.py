@@ -73,6 +73,7 @@ COMMAND_NODES = [
         "push-remove",
         "create-node",
         "delete-node",
+        "move-node",
         "status",
     )
 ]
