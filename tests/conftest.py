@@ -15,7 +15,7 @@ from tests.kit import pg
 
 # Fixtures more than one directory uses (servers, the component process): defined in
 # the kit, registered here once, so no test module imports them from a conftest.
-pytest_plugins = ["tests.kit.server_fixtures"]
+pytest_plugins = ["tests.kit.server_fixtures", "tests.kit.shards"]
 
 
 @pytest.fixture(scope="session")

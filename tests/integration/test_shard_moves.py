@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ import pytest
 from tests.integration.queue_helpers import unique
 from tests.integration.test_shards import account
 from tests.kit.integration import SHARD_JIDS, xmpp_queue_cli
-from tests.kit.shards import ShardedCluster, admin_config, ledger_of, placement_rows
+from tests.kit.shards import ShardedCluster, admin_config, close_clients, ledger_of, placement_rows
 from xmpp_queue.client import Job, Publisher, StanzaError, Worker, json_payload
 from xmpp_queue.core.placement import pick_shard
 
@@ -33,13 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 TIMEOUT = 90.0
 COUNT = 400
-
-
-@pytest.fixture
-async def sharded(xmpp_server: Any, pg_database: str, tmp_path: Any) -> AsyncIterator[Any]:
-    cluster = ShardedCluster.make(xmpp_server, pg_database, tmp_path)
-    yield cluster
-    await cluster.stop()
 
 
 async def test_a_queue_moved_under_load_loses_nothing_and_workers_follow(
@@ -100,15 +92,7 @@ async def test_a_queue_moved_under_load_loses_nothing_and_workers_follow(
         assert {w.service_jid for w in workers} == {target}, "the workers followed"
         assert pub.placements.known(node) == target
     finally:
-        for w in workers:
-            try:
-                await asyncio.wait_for(w.stop(grace=2), 20)
-            except TimeoutError:
-                w.abort()
-        try:
-            await asyncio.wait_for(pub.close(), 20)
-        except TimeoutError:
-            pub.abort()
+        await close_clients(workers, pub, grace=2)
 
     assert refused == [], refused[:5]
     assert len(answered) == COUNT

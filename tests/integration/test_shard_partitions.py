@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from tests.integration.queue_helpers import unique
 from tests.integration.test_shards import account
 from tests.kit.integration import SHARD_JIDS
-from tests.kit.shards import ShardedCluster, ledger_of, placement_rows
+from tests.kit.shards import ShardedCluster, close_clients, ledger_of, placement_rows
 from xmpp_queue.client import Job, Publisher, Worker, json_payload
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.core.placement import partition_ids, pick_partition
@@ -31,13 +30,6 @@ TIMEOUT = 90.0
 KEYS = [f"customer-{n}" for n in range(9)]
 PER_KEY = 20
 DISCO_ITEMS = "http://jabber.org/protocol/disco#items"
-
-
-@pytest.fixture
-async def sharded(xmpp_server: Any, pg_database: str, tmp_path: Any) -> AsyncIterator[Any]:
-    cluster = ShardedCluster.make(xmpp_server, pg_database, tmp_path)
-    yield cluster
-    await cluster.stop()
 
 
 async def test_a_partitioned_queue_spreads_over_shards_and_keeps_per_key_order(
@@ -97,15 +89,7 @@ async def test_a_partitioned_queue_spreads_over_shards_and_keeps_per_key_order(
             while len(processed) < total:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
     finally:
-        for w in workers:
-            try:
-                await asyncio.wait_for(w.stop(grace=2), 20)
-            except TimeoutError:
-                w.abort()
-        try:
-            await asyncio.wait_for(pub.close(), 20)
-        except TimeoutError:
-            pub.abort()
+        await close_clients(workers, pub, grace=2)
 
     for key in KEYS:
         firsts = list(dict.fromkeys(seen[key]))  # at-least-once: first sightings

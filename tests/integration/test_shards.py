@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tests.integration.queue_helpers import unique, wait_until
 from tests.kit.integration import SHARD_JIDS, SHARDED_JID, xmpp_queue_cli
-from tests.kit.shards import ShardedCluster
+from tests.kit.shards import ShardedCluster, close_clients
 from xmpp_queue.client import Account, Job, Publisher, StanzaError, Worker, json_payload
 from xmpp_queue.client.link import PubSubLink
 from xmpp_queue.client.wire import get_items
@@ -59,13 +58,6 @@ def account(server: Any, accounts: Any, user: str) -> Account:
         allow_plain=True,
         reply_timeout=10.0,
     )
-
-
-@pytest.fixture
-async def sharded(xmpp_server: Any, pg_database: str, tmp_path: Any) -> AsyncIterator[Any]:
-    cluster = ShardedCluster.make(xmpp_server, pg_database, tmp_path)
-    yield cluster
-    await cluster.stop()
 
 
 async def test_placement_directory_and_redirects_the_client_follows(
@@ -225,15 +217,7 @@ async def test_a_killed_shard_process_is_replaced_under_load_and_nothing_is_lost
             while not answered <= set(got):  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
     finally:
-        for w in workers:
-            try:
-                await asyncio.wait_for(w.stop(grace=1), 20)
-            except TimeoutError:
-                w.abort()
-        try:
-            await asyncio.wait_for(pub.close(), 20)
-        except TimeoutError:
-            pub.abort()
+        await close_clients(workers, pub, grace=1)
     # The shard's publishes during the takeover wait for it (the publisher asks the
     # shard, not the public name, whether it is away) instead of failing.
     assert refused == [], refused[:5]

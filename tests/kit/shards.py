@@ -14,8 +14,11 @@ import asyncio
 import dataclasses
 import re
 import time
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.kit.integration import (
     SHARD_JIDS,
@@ -155,3 +158,25 @@ async def ledger_of(url: str, node: str) -> list[tuple[str, str]]:
     finally:
         await conn.close()
     return [(str(r[0]), str(r[1])) for r in rows]
+
+
+@pytest.fixture
+async def sharded(xmpp_server: Any, pg_database: str, tmp_path: Any) -> AsyncIterator[Any]:
+    """A :class:`ShardedCluster` on the session's server and a fresh PostgreSQL
+    database; its processes are stopped after the test."""
+    cluster = ShardedCluster.make(xmpp_server, pg_database, tmp_path)
+    yield cluster
+    await cluster.stop()
+
+
+async def close_clients(workers: Iterable[Any], publisher: Any, grace: float) -> None:
+    """Stop *workers* (each within 20 s, else abort) and close *publisher* likewise."""
+    for worker in workers:
+        try:
+            await asyncio.wait_for(worker.stop(grace=grace), 20)
+        except TimeoutError:
+            worker.abort()
+    try:
+        await asyncio.wait_for(publisher.close(), 20)
+    except TimeoutError:
+        publisher.abort()
