@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import re
+import signal
 import time
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -31,7 +33,6 @@ from tests.kit.integration import (
 
 LEASE = 2  # seconds: a hung shard process is replaced quickly in tests
 _TERM = re.compile(r"event=lease_acquired name=(\S+)")
-_DOWN = re.compile(r"event=stepped_down component=(\S+)")
 
 
 class ShardedCluster:
@@ -40,6 +41,7 @@ class ShardedCluster:
     def __init__(self, base: ComponentProcess) -> None:
         self.base = base
         self.procs: list[ComponentProcess] = []
+        self.paused: set[int] = set()  # pids stopped with SIGSTOP
 
     @classmethod
     def make(
@@ -79,19 +81,23 @@ class ShardedCluster:
         self.procs.append(proc)
         return proc
 
-    @staticmethod
-    def serves(proc: ComponentProcess) -> set[str]:
-        """The names (shards, the directory) *proc* serves now, from its log."""
-        if not proc.running:
+    def serves(self, proc: ComponentProcess, *, paused_too: bool = False) -> set[str]:
+        """The names (shards, the directory) *proc* serves now, from its log: alive,
+        not paused (unless *paused_too*: a paused process still believes it serves),
+        and for each name its latest term began after its latest step-down and has
+        connected."""
+        if not proc.running or proc.process is None:
+            return set()
+        if proc.process.pid in self.paused and not paused_too:
             return set()
         log = proc.run_log()
         held: set[str] = set()
-        for line in log.splitlines():
-            if (m := _TERM.search(line)) is not None:
-                held.add(m.group(1))
-            elif (m := _DOWN.search(line)) is not None:
-                held.discard(m.group(1))
-        return {name for name in held if f"event=connected jid={name}" in log}
+        for name in set(_TERM.findall(log)):
+            began = log.rfind(f"event=lease_acquired name={name} ")
+            ended = log.rfind(f"event=stepped_down component={name} ")
+            if began > ended and log.find(f"event=connected jid={name} ", began) >= 0:
+                held.add(name)
+        return held
 
     def serving(self) -> dict[str, ComponentProcess]:
         """Name -> the process serving it (shards and the directory)."""
@@ -114,7 +120,37 @@ class ShardedCluster:
             await asyncio.sleep(0.1)
         return found
 
+    def kill(self, proc: ComponentProcess) -> None:
+        """SIGKILL: a crash (a paused process is killed as it is)."""
+        if proc.process is not None:
+            self.paused.discard(proc.process.pid)
+        proc.kill()
+
+    def pause(self, proc: ComponentProcess) -> None:
+        """SIGSTOP: a hung process (its lease runs out; its sockets stay open)."""
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGSTOP)
+        self.paused.add(proc.process.pid)
+
+    def resume(self, proc: ComponentProcess) -> None:
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGCONT)
+        self.paused.discard(proc.process.pid)
+
+    def takeovers(self, name: str) -> int:
+        """Terms of *name* begun after its first one, over every process's whole log."""
+        line = f"event=lease_acquired name={name} "
+        return max(0, sum(p.log_text().count(line) for p in self.procs) - 1)
+
+    def claims(self, name: str) -> list[ComponentProcess]:
+        """Every live process whose log says it serves *name* now, paused ones too
+        (a paused process still believes it serves; so would a fenced one)."""
+        return [p for p in self.procs if name in self.serves(p, paused_too=True)]
+
     async def stop(self) -> None:
+        for proc in self.procs:
+            if proc.process is not None and proc.process.pid in self.paused:
+                self.resume(proc)
         await asyncio.gather(*(p.astop() for p in self.procs))
 
 
@@ -130,34 +166,50 @@ def admin_config(cluster: ShardedCluster, server: XmppServer, accounts: Any) -> 
     return admin
 
 
-async def placement_rows(url: str) -> dict[str, tuple[str, int]]:
-    """node -> (shard, epoch) as ``node_placement`` holds them now."""
+async def _fetch(url: str, query: str, *args: Any) -> list[Any]:
     import asyncpg
 
     from xmpp_queue.storage.lease import asyncpg_dsn
 
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
-        rows = await conn.fetch("SELECT node_id, shard, epoch FROM node_placement")
+        return list(await conn.fetch(query, *args))
     finally:
         await conn.close()
+
+
+async def placement_rows(url: str) -> dict[str, tuple[str, int]]:
+    """node -> (shard, epoch) as ``node_placement`` holds them now."""
+    rows = await _fetch(url, "SELECT node_id, shard, epoch FROM node_placement")
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
 async def ledger_of(url: str, node: str) -> list[tuple[str, str]]:
     """(kind, item id) of every ledger event of *node*, in order."""
-    import asyncpg
+    query = "SELECT kind, item_id FROM queue_events WHERE node = $1 ORDER BY id"
+    return [(str(r[0]), str(r[1])) for r in await _fetch(url, query, node)]
 
-    from xmpp_queue.storage.lease import asyncpg_dsn
 
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
-        rows = await conn.fetch(
-            "SELECT kind, item_id FROM queue_events WHERE node = $1 ORDER BY id", node
-        )
-    finally:
-        await conn.close()
-    return [(str(r[0]), str(r[1])) for r in rows]
+async def locks_per_holder(url: str, nodes: Iterable[str]) -> dict[str, int]:
+    """Full JID -> how many items of *nodes* are locked to it now (the service's
+    own count, what a subscription's ``queue_requests`` bounds)."""
+    query = (
+        "SELECT lock_jid, count(*) FROM items WHERE node_id = ANY($1::text[]) "
+        "AND locked_by IS NOT NULL GROUP BY lock_jid"
+    )
+    return {str(r[0]): int(r[1]) for r in await _fetch(url, query, list(nodes))}
+
+
+async def stored_items(url: str, nodes: Iterable[str]) -> dict[str, int]:
+    """node -> items still stored (waiting or locked); a node with none is absent."""
+    query = "SELECT node_id, count(*) FROM items WHERE node_id = ANY($1::text[]) GROUP BY node_id"
+    return {str(r[0]): int(r[1]) for r in await _fetch(url, query, list(nodes))}
+
+
+async def lease_holders(url: str) -> dict[str, str]:
+    """name -> holder (``host:pid``) of every unexpired lease, by the database's clock."""
+    query = "SELECT name, holder FROM leader_leases WHERE expires_at > now()"
+    return {str(r[0]): str(r[1]) for r in await _fetch(url, query)}
 
 
 @pytest.fixture
