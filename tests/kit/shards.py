@@ -17,6 +17,7 @@ import re
 import signal
 import time
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.kit.integration import (
     XmppServer,
     make_component,
 )
+from xmpp_queue.cli.startup import LOG_DATE_FORMAT
 
 LEASE = 2  # seconds: a hung shard process is replaced quickly in tests
 _TERM = re.compile(r"event=lease_acquired name=(\S+)")
@@ -107,11 +109,22 @@ class ShardedCluster:
                 found[name] = proc
         return found
 
-    async def wait_all_served(self, within: float = 60.0) -> dict[str, ComponentProcess]:
-        """Until the directory and every shard are served; name -> process."""
+    def settled(self) -> bool:
+        """Whether each name is claimed by exactly one process, none of them paused."""
+        for name in (SHARDED_JID, *SHARD_JIDS):
+            claims = [p.process.pid for p in self.claims(name) if p.process is not None]
+            if len(claims) != 1 or claims[0] in self.paused:
+                return False
+        return True
+
+    async def wait_all_served(
+        self, within: float = 60.0, *, settled: bool = False
+    ) -> dict[str, ComponentProcess]:
+        """Until the directory and every shard are served (with *settled*, each by
+        exactly one process: a resumed one has stepped down); name -> process."""
         wanted = {SHARDED_JID, *SHARD_JIDS}
         deadline = time.monotonic() + within
-        while not wanted <= set(found := self.serving()):
+        while not wanted <= set(found := self.serving()) or (settled and not self.settled()):
             if time.monotonic() > deadline:
                 logs = "\n".join(
                     f"--- {p.log_path.name}\n{p.run_log()[-4000:]}" for p in self.procs
@@ -137,10 +150,19 @@ class ShardedCluster:
         os.kill(proc.process.pid, signal.SIGCONT)
         self.paused.discard(proc.process.pid)
 
+    def terms(self, name: str) -> list[float]:
+        """When each term of *name* began (epoch seconds, the logs' clock: whole
+        seconds, rounded down), over every process's whole log, in order."""
+        found = re.compile(rf"^(\S+) .*event=lease_acquired name={re.escape(name)} ", re.M)
+        return sorted(
+            datetime.strptime(m.group(1), LOG_DATE_FORMAT).timestamp()
+            for p in self.procs
+            for m in found.finditer(p.log_text())
+        )
+
     def takeovers(self, name: str) -> int:
-        """Terms of *name* begun after its first one, over every process's whole log."""
-        line = f"event=lease_acquired name={name} "
-        return max(0, sum(p.log_text().count(line) for p in self.procs) - 1)
+        """Terms of *name* begun after its first one."""
+        return max(0, len(self.terms(name)) - 1)
 
     def claims(self, name: str) -> list[ComponentProcess]:
         """Every live process whose log says it serves *name* now, paused ones too
