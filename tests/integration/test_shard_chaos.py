@@ -44,6 +44,7 @@ from tests.integration.queue_helpers import unique
 from tests.integration.test_shards import names_on_every_shard
 from tests.kit.integration import SHARD_JIDS, SHARDED_JID, xmpp_queue_cli
 from tests.kit.shards import (
+    LEASE,
     ShardedCluster,
     close_clients,
     lease_holders,
@@ -53,7 +54,9 @@ from tests.kit.shards import (
 )
 from xmpp_queue.client import Account, Job, Publisher, StanzaError, Worker, json_payload
 from xmpp_queue.client.errors import ClientError
+from xmpp_queue.config import load_config
 from xmpp_queue.core.placement import pick_shard
+from xmpp_queue.sharding import shards_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -308,13 +311,28 @@ async def test_chaos_across_shards_loses_nothing_and_ends_with_one_process_per_s
     assert not returned, f"seed {seed}: items handed back as over the window: {returned}"
     assert await stored_items(pg_database, nodes) == {}, "every backlog empty"
 
-    # Each name served by exactly one process, as the logs, leases and status say.
+    # Each name served by exactly one process, as the logs, leases and status say;
+    # the others (resumed, replacements) stand by, and status lists them, no dead one.
     served = await sharded.wait_all_served(settled=True)
+    host = socket.gethostname()
+    idle = {
+        f"{host}:{p.process.pid}"
+        for p in sharded.procs
+        if p.running and p.process is not None and not sharded.serves(p) & set(SHARD_JIDS)
+    }
+    assert len(idle) == 2, idle  # five processes (a killed one replaced), three shards
+    settings = load_config(sharded.base.config_path)
+
+    async def pool_listed() -> bool:
+        text, _ = await shards_status(settings)
+        listed = {x.split()[0] for x in text.splitlines() if x.endswith("for any shard")}
+        return listed == idle
+
+    await until(pool_listed, 4 * LEASE + 10, f"status to list the standbys {sorted(idle)}")
     holders = await lease_holders(pg_database)
     status = await asyncio.to_thread(xmpp_queue_cli, "status", "-c", str(sharded.base.config_path))
     assert status.returncode == 0, status.stdout + status.stderr
     print(status.stdout)
-    host = socket.gethostname()
     for name in (SHARDED_JID, *SHARD_JIDS):
         claimants = sharded.claims(name)
         assert claimants == [served[name]], f"{name} claimed by {len(claimants)} processes"
