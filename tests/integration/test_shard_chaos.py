@@ -313,7 +313,10 @@ async def test_chaos_across_shards_loses_nothing_and_ends_with_one_process_per_s
     assert not unexplained, f"seed {seed}: run twice with no take-over before: {unexplained[:5]}"
 
     # No worker over its window, by the service's locks and by what workers handed back.
-    assert samples >= 20 and max(most_locked.values()) <= WINDOW, (samples, most_locked)
+    assert samples >= 20 and 0 < max(most_locked.values(), default=0) <= WINDOW, (
+        samples,
+        most_locked,
+    )
     assert not returned, f"seed {seed}: items handed back as over the window: {returned}"
     assert await stored_items(pg_database, nodes) == {}, "every backlog empty"
 
