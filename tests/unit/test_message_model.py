@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.attributes import format_datetime, parse_datetime, schedule
 from xmpp_queue.core.effects import ItemNotice
-from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLong
+from xmpp_queue.core.errors import (
+    AttributeRefused,
+    AttributeTooBig,
+    DelayTooLong,
+    InvalidNodeConfig,
+)
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Affiliation, Item, NewItem, NodeConfig, Urgency, copy_item
 from xmpp_queue.core.service import PubSubService
@@ -187,6 +192,19 @@ async def test_a_node_delay_holds_every_item_and_bounds_the_start(
         await service.publish(PUB, "jobs", "b", "<j/>", 4, attributes={"Start": too_far})
     clock.advance(10)
     assert ids((await service.tick()).effects) == ["a"]
+
+
+async def test_a_node_delay_past_the_node_bound_is_refused_at_configuration(
+    service: PubSubService,
+) -> None:
+    """Else every publish without a Start would be refused for a delay the publisher
+    never asked for."""
+    with pytest.raises(InvalidNodeConfig, match="pubsub#queue_delay"):
+        await queue(service, queue_delay="120", queue_max_delay="60")
+    await queue(service, queue_delay="60", queue_max_delay="60")
+    with pytest.raises(InvalidNodeConfig, match="pubsub#queue_delay"):
+        await service.configure_node(OWNER, "jobs", {"pubsub#queue_max_delay": ["30"]})
+    assert (await service.publish(PUB, "jobs", "a", "<j/>", 4)).value == "a"
 
 
 # --- 4. expiry -------------------------------------------------------------------------
