@@ -159,6 +159,25 @@ def schedule(
     return Schedule(int(priority), start, expires_at, key)
 
 
+def republished(existing: Item, attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes a re-publish of a still-queued item stores. The item keeps its
+    place and lock, so it keeps what decided them: its ``Start`` header stays the
+    first publish's (a new one would be shown but never applied), and a different
+    ``ordering-key`` is refused (the key the queue orders it by cannot change
+    under it: retract the item first)."""
+    key = attributes.get(ORDERING_KEY)
+    if key != existing.ordering_key:
+        raise AttributeRefused(
+            ORDERING_KEY,
+            f"item {existing.item_id!r} is queued under key {existing.ordering_key!r}; "
+            "retract it to change its key",
+        )
+    kept = {k: v for k, v in attributes.items() if k != START}
+    if START in existing.headers:
+        kept[START] = existing.headers[START]
+    return kept
+
+
 def scheduled_item(
     node_id: str, item_id: str, publisher: str, item: NewItem, plan: Schedule, at: datetime
 ) -> Item:
