@@ -124,6 +124,30 @@ async def test_attributes_survive_redelivery_and_dead_lettering(
     assert dead[0].headers["k"] == "v" and dead[0].headers["reason"] == "max-deliveries"
 
 
+async def test_a_redriven_item_keeps_its_attributes_and_starts_a_new_life(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """Redrive (docs/queueing.md): attributes and priority come back with the item; the
+    dead letter's own headers do not; its Start and TTL belonged to the first life."""
+    await queue(service, queue_max_deliveries="1", queue_retry_delay="0")
+    await worker(service)
+    start = format_datetime(clock.now + timedelta(seconds=5))
+    attributes = {"k": "v", "Urgency": "high", "TTL": "20", "Start": start}
+    await service.publish(PUB, "jobs", "a", "<j/>", 4, attributes=attributes)
+    clock.advance(5)
+    await service.tick()
+    await service.unlock(ALICE, "jobs", "a")  # past max deliveries: dead-lettered
+    clock.advance(60)  # past the first life's TTL
+    out = await service.redrive(ADMIN, "jobs/dead-letter")
+    assert out.value == 1
+    ((item_id, headers),) = delivered(out.effects)
+    assert item_id == "a" and headers["delivery-attempt"] == "1"
+    assert {k: headers[k] for k in attributes} == attributes
+    assert not {"origin-node", "reason", "dead-lettered-at"} & set(headers)
+    (back,) = (await service.get_items(OWNER, "jobs")).items
+    assert (back.priority, back.expires_at, back.available_at) == (Urgency.HIGH, None, None)
+
+
 @pytest.mark.parametrize(
     ("attributes", "error", "names"),
     [
