@@ -76,7 +76,10 @@ def parse_datetime(value: str, name: str) -> datetime:
         ) from None
     if moment.tzinfo is None:
         raise AttributeRefused(name, "a DateTime needs a time zone (Z or +hh:mm)")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: before year 1 in UTC
+        raise AttributeRefused(name, "a DateTime out of range in UTC") from None
 
 
 def format_datetime(moment: datetime) -> str:
@@ -149,7 +152,10 @@ def schedule(
             raise AttributeRefused(TTL, "must be a whole number of seconds") from None
         if seconds <= 0:
             raise AttributeRefused(TTL, "must be at least 1 second")
-        ends.append(now + timedelta(seconds=seconds))
+        try:
+            ends.append(now + timedelta(seconds=seconds))
+        except OverflowError:  # past year 9999 (or past what a timedelta holds)
+            raise AttributeRefused(TTL, "too large: it ends after the year 9999") from None
     if config.item_expire > 0:
         ends.append(now + timedelta(seconds=config.item_expire))
     expires_at = min(ends) if ends else None
