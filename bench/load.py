@@ -28,29 +28,41 @@ _PUBLISH = (
 SHIM = "http://jabber.org/protocol/shim"
 
 
-def item_headers(model: str) -> Callable[[float], bytes]:
+def item_headers(model: str) -> Callable[[float, int], bytes]:
     """The SHIM headers each published item carries, by message model:
     ``plain`` none, ``attrs3`` three attributes, ``delayN`` a ``Start`` N ms after
-    the item is sent (so every item waits that long in the queue)."""
+    the item is sent (so every item waits that long in the queue), ``keysN`` an
+    ``ordering-key`` out of N (item k gets key k mod N; ``keys1``: one key), for a
+    queue created ordered (:func:`ordered_model`). Called with (send time, item index)."""
     if model == "plain":
-        return lambda now: b""
+        return lambda now, idx: b""
     if model.startswith("attrs"):
         count = int(model.removeprefix("attrs") or "3")
         inner = "".join(f"<header name='a{k}'>value-{k}</header>" for k in range(count))
         fixed = f"<headers xmlns='{SHIM}'>{inner}</headers>".encode()
-        return lambda now: fixed
+        return lambda now, idx: fixed
     if model.startswith("delay"):
         delay = float(model.removeprefix("delay")) / 1000
         head = f"<headers xmlns='{SHIM}'><header name='Start'>".encode()
 
-        def start(now: float) -> bytes:
+        def start(now: float, idx: int) -> bytes:
             # *now* is the tracker's perf_counter; a Start is wall-clock time.
             at = datetime.fromtimestamp(time.time() + delay, UTC).isoformat()
             at = at.replace("+00:00", "Z")
             return head + at.encode() + b"</header></headers>"
 
         return start
-    raise ValueError(f"unknown message model {model!r} (plain, attrs3, delay100)")
+    if ordered_model(model):
+        keys = int(model.removeprefix("keys"))
+        keyed = f"<headers xmlns='{SHIM}'><header name='ordering-key'>k%d</header></headers>"
+        template = keyed.encode()
+        return lambda now, idx: template % (idx % keys)
+    raise ValueError(f"unknown message model {model!r} (plain, attrs3, delay100, keys10000)")
+
+
+def ordered_model(model: str) -> bool:
+    """Whether *model* publishes ordering keys (its queue is created ordered)."""
+    return model.startswith("keys") and model.removeprefix("keys").isdigit()
 
 
 _RETRACT = (
@@ -59,13 +71,15 @@ _RETRACT = (
 )
 
 
-def create_queue_node(to: str, node: str) -> str:
+def create_queue_node(to: str, node: str, ordered: bool = False) -> str:
+    """A queue node; *ordered*: ``pubsub#queue_ordered`` (one item per ordering key in flight)."""
+    extra = "<field var='pubsub#queue_ordered'><value>1</value></field>" if ordered else ""
     return (
         f"<iq type='set' to='{to}' id='create1'><pubsub xmlns='{PUBSUB}'>"
         f"<create node='{node}'/><configure><x xmlns='jabber:x:data' type='submit'>"
         "<field var='FORM_TYPE' type='hidden'>"
         f"<value>{PUBSUB}#node_config</value></field>"
-        "<field var='pubsub#queue'><value>1</value></field></x></configure></pubsub></iq>"
+        f"<field var='pubsub#queue'><value>1</value></field>{extra}</x></configure></pubsub></iq>"
     )
 
 
@@ -197,7 +211,7 @@ class Publisher:
 
     def _make(self, idx: int, now: float) -> bytes:
         self.tracker.sent[idx] = now
-        return self._template % (idx, idx, now, self._headers(now))
+        return self._template % (idx, idx, now, self._headers(now, idx))
 
     def _stanzas(self, start: int, end: int, now: float) -> bytes:
         """Items [start, end) as publishes: one each, or batches of `batch`."""
@@ -209,7 +223,7 @@ class Publisher:
             items = []
             for i in range(first, last):
                 self.tracker.sent[i] = now
-                items.append(self._item % (i, now, self._headers(now)))
+                items.append(self._item % (i, now, self._headers(now, i)))
             out.append(self._head % (first, last - first) + b"".join(items) + self._tail)
         return b"".join(out)
 

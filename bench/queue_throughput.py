@@ -50,6 +50,7 @@ from load import (
     create_queue_node,
     disco_probe,
     is_result,
+    ordered_model,
     queue_members,
     subscribe_queue,
 )
@@ -92,7 +93,7 @@ class Scenario:
     metrics: bool = False  # [http] on, /metrics scraped during the measurement
     batch: int = 1  # workers' pubsub#queue_max_batch (and acks per retract); 1 = plain
     publish_batch: int = 1  # items per publish (XEP-0060 §13.11); 1 = plain
-    model: str = "plain"  # item headers: plain | attrs3 | delay100 (load.item_headers)
+    model: str = "plain"  # item headers: plain | attrs3 | delay100 | keysN (load.item_headers)
     src: str = ""  # another checkout's component (--compare-src), "" = this one
 
     @property
@@ -349,7 +350,9 @@ class Bench:
         clients = [pub, *workers]
         try:
             await asyncio.gather(*(c.connect() for c in clients))
-            await self._set_up(domain, server, pub, workers, scenario.batch)
+            await self._set_up(
+                domain, server, pub, workers, scenario.batch, ordered_model(scenario.model)
+            )
             warm, n = args.warmup, args.items
             tracker = Tracker(warm + n)
             publisher = Publisher(
@@ -405,11 +408,12 @@ class Bench:
         pub: LightClient,
         workers: list[LightClient],
         batch: int = 1,
+        ordered: bool = False,
     ) -> None:
         """Wait for the component, create the queue node, subscribe every worker."""
         args = self.args
         await wait_ready(pub, domain, server, args.start_timeout)
-        answer = await pub.request(create_queue_node(domain, NODE), "create1")
+        answer = await pub.request(create_queue_node(domain, NODE, ordered), "create1")
         if not is_result(answer):
             raise SetupError(f"create failed: {answer[:600]!r}")
         answer = await pub.request(queue_members(domain, NODE, [w.bare for w in workers]), "aff1")
@@ -734,7 +738,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model",
         type=_list(str),
         default=["plain"],
-        help="item headers per run: plain, attrs3 (3 attributes), delay100 (Start +100 ms)",
+        help="item headers per run: plain, attrs3 (3 attributes), delay100 (Start +100 ms), "
+        "keys10000 / keys1 (ordering keys on an ordered queue)",
     )
     p.add_argument(
         "--compare-src",

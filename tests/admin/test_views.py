@@ -141,6 +141,27 @@ async def test_details_count_delayed_items_apart_and_show_attributes(
     assert note(reply).startswith("'jobs': 1 waiting (1 delayed), 1 locked")
 
 
+async def test_details_name_the_active_subscriber_of_a_single_active_queue(
+    transcript: Transcript, service: PubSubService
+) -> None:
+    """Issue 20 point 3: the earliest subscriber is active; when it leaves, the
+    details name the one that took over (and a plain queue has no such field)."""
+    await make_queue(service, "jobs", single_active="1", retry_delay="0")
+    await make_queue(service, "mail")
+    alice = await make_worker(service, ALICE, 1)
+    bob = await make_worker(service, BOB, 1)
+    await publish(service, "jobs", "i1", "i2")
+
+    async def details(node: str) -> dict[str, list[str]]:
+        first = await transcript.execute(DETAILS)
+        return values(form_of(await transcript.step(first, fields={"node": node})))
+
+    assert (await details("jobs"))["active"] == [f"{ALICE.jid} {alice}"]
+    assert "active" not in await details("mail")
+    await service.unsubscribe(ALICE, "jobs", ALICE.jid)  # its lock on i1 goes to bob
+    assert (await details("jobs"))["active"] == [f"{BOB.jid} {bob}"]
+
+
 async def test_overview_counts_only_the_last_hour(
     transcript: Transcript, service: PubSubService, clock: FakeClock
 ) -> None:

@@ -6,11 +6,13 @@ items each; a frozen worker holds the head of one key while a second worker
 works through the others, and the active process is killed (SIGKILL) in the
 middle of that. After the standby has taken over, the held head is still
 locked to its worker and its ack goes through the new process; items published
-after the take-over join the end of their keys. Checked through what the workers
-receive: per key the first deliveries come in publish order, never two items of
-one key are in flight at once (notified and not yet acked, by any worker), and
-the service's ledger has every item acked, per key in publish order, with
-nothing dead-lettered or left locked.
+after the take-over join the end of their keys, and an item published with a
+``Start`` just before the kill is handed out by the new process, not before
+its time. Checked through what the workers receive: per key the first
+deliveries come in publish order, never two items of one key are in flight at
+once (notified and not yet acked, by any worker), and the service's ledger has
+every item acked, per key in publish order, with nothing dead-lettered or left
+locked.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -32,7 +35,7 @@ from tests.integration.queue_helpers import (
     send,
     wait_until,
 )
-from tests.integration.test_message_model_wire import publish_iq
+from tests.integration.test_message_model_wire import publish_iq, zulu
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -62,6 +65,7 @@ class KeyedWorker(QueueWorker):
         self.firsts = firsts
         self.overlaps: list[tuple[str, set[str]]] = []
         self.keys: dict[str, str] = {}
+        self.arrived: dict[str, float] = {}  # item id -> wall-clock time of its first notice
         peers.append(self)
 
     def _on_event(self, event: Event) -> None:
@@ -73,6 +77,7 @@ class KeyedWorker(QueueWorker):
         ):
             key = event.headers.get("ordering-key", "")
             self.keys[event.item_id] = key
+            self.arrived.setdefault(event.item_id, time.time())
             others = {
                 i
                 for worker in self.peers
@@ -133,6 +138,9 @@ async def test_a_standby_takes_over_in_the_middle_of_a_key(
     await wait_until(lambda: len(busy.acked) >= 3, 20, "w2 in the middle of B and C")
     assert len(busy.acked) < 2 * BEFORE, "the kill should come before B and C are done"
 
+    # A delayed item (issue 19: delayed items survive take-overs), due after the kill.
+    start = datetime.now(UTC) + timedelta(seconds=3)
+    await send(publish_iq(owner, node, "late", Start=zulu(start)))
     cluster.kill(await cluster.wait_active())
     assert await cluster.wait_active() is second
     locks = await held_locks(pg_database, node)
@@ -148,7 +156,7 @@ async def test_a_standby_takes_over_in_the_middle_of_a_key(
     await holder.ack(head)
     assert head in holder.acked, (holder.ack_refused, holder.unacked)
 
-    everything = {i for ids in published.values() for i in ids}
+    everything = {"late", *(i for ids in published.values() for i in ids)}
 
     async def all_acked() -> bool:
         for worker in peers:  # acks that the kill left without an answer are sent again
@@ -182,5 +190,7 @@ async def test_a_standby_takes_over_in_the_middle_of_a_key(
         order = [i for i in dict.fromkeys(acked) if i[0] == key]
         assert order == published[key], (key, acked)
     assert not any(kind == "dead_lettered" for kind, _, _ in rows)
+    late = min(worker.arrived["late"] for worker in peers if "late" in worker.arrived)
+    assert late >= start.timestamp() - 0.05, "the delayed item came before its Start"
     assert await held_locks(pg_database, node) == {}
     assert cluster.takeovers() == 1

@@ -17,16 +17,20 @@ import pytest
 from tests.integration.queue_helpers import (
     EXAMPLE_NS,
     PUBSUB,
+    SUBSCRIBE_OPTIONS,
     TIMEOUT,
     Inbox,
     create_queue,
     expect_error,
+    form_xml,
     iq,
     items,
     match,
     retract_iq,
     send,
     subscribe_queue,
+    unique,
+    unlock_iq,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -69,6 +73,56 @@ async def test_attributes_travel_in_the_item_and_reach_the_worker(connect):
     event = await inbox.next(match("item", node, "a"), TIMEOUT)
     assert event.headers["region"] == "eu" and event.headers["delivery-attempt"] == "1"
     assert stored_headers(await items(alice, node))["a"]["region"] == "eu"
+
+
+async def test_a_batched_notice_and_a_redelivery_keep_each_items_attributes(connect, pool):
+    """Several items in one message (pubsub#queue_max_batch): each <item/> carries its
+    own headers; a nacked item comes back with its attributes and the next attempt.
+
+    The worker is a client of its own without slixmpp's XEP-0060 event handler: that
+    handler (slixmpp 1.17) raises on any several-item event, and slixmpp then answers
+    the notification with an error, which the service takes for a bounce and releases
+    the worker (docs/queueing.md, "Batches")."""
+    alice = await connect("alice")
+    w1 = await pool.get("w1", fresh=True, resource=unique("batch"))
+    w1.remove_handler("Pubsub Event: Items")
+    node = await create_queue(alice, queue_retry_delay="0")
+    await put(alice, node, "a", tenant="acme")
+    await put(alice, node, "b", tenant="beta", Urgency="low")
+    inbox = Inbox(w1)
+    options = {"pubsub#queue_requests": 2, "pubsub#queue_max_batch": 2}
+    sub = iq(
+        w1,
+        f"<pubsub xmlns='{PUBSUB}'><subscribe node='{node}' jid='{w1.boundjid}'/>"
+        "<options/></pubsub>",
+    )
+    sub.xml.find(f"{{{PUBSUB}}}pubsub/{{{PUBSUB}}}options").append(  # type: ignore[union-attr]
+        form_xml(SUBSCRIBE_OPTIONS, options)
+    )
+    await send(sub)
+    a, b = await inbox.collect(2, match("item", node))
+    assert a.message is b.message, "one notification carries both"
+    assert (a.item_id, a.headers["tenant"], a.headers["delivery-attempt"]) == ("a", "acme", "1")
+    assert (b.item_id, b.headers["tenant"], b.headers["Urgency"]) == ("b", "beta", "low")
+    await send(unlock_iq(w1, node, "a"))
+    again = await inbox.next(match("item", node, "a"))
+    assert (again.headers["tenant"], again.headers["delivery-attempt"]) == ("acme", "2")
+
+
+async def test_drop_oldest_tells_the_subscriber_how_much_was_truncated(connect):
+    alice, w1 = await connect("alice"), await connect("w1")
+    node = await create_queue(alice, max_items="2", queue_overflow="drop-oldest")
+    inbox = Inbox(w1)
+    await subscribe_queue(w1, node, 1)
+    await put(alice, node, "x1")
+    await inbox.next(match("item", node, "x1"))  # held
+    for item_id in ("x2", "x3"):  # x3 takes the room of waiting x2
+        await put(alice, node, item_id)
+    told = await inbox.next(match(node=node, kind="other:{urn:xmpp-queue:0}truncated"))
+    assert (told.attrs["items"], told.headers["reason"]) == ("1", "truncated")
+    assert sorted(stored_headers(await items(alice, node))) == ["x1", "x3"]
+    await send(retract_iq(w1, node, "x1"))
+    assert (await inbox.next(match("item", node))).item_id == "x3"
 
 
 async def test_delayed_item_waits_for_its_start(connect):

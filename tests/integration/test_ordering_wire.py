@@ -22,10 +22,13 @@ from tests.integration.queue_helpers import (
     match,
     retract_iq,
     send,
+    send_presence_to_service,
     subscribe_queue,
+    unique,
     unlock_iq,
 )
 from tests.integration.test_message_model_wire import put
+from tests.kit.integration import logout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -93,3 +96,28 @@ async def test_a_single_active_queue_hands_over_in_order(connect):
     assert taken == ["i1", "i2"]
     await send(retract_iq(w2, node, "i1"))
     assert (await second.next(match("item", node), TIMEOUT)).item_id == "i3"
+
+
+async def test_a_departed_active_worker_hands_over_at_once_in_order(connect, pool):
+    """The active worker goes offline (its server sends unavailable presence): its
+    locks are released without the 30 s retry delay and the standby takes them in
+    their order, keys included."""
+    alice, standby = await connect("alice"), await connect("w2")
+    node = await create_queue(
+        alice, queue_single_active=True, queue_ordered=True, queue_retry_delay=30
+    )
+    leaver = await pool.get("w5", fresh=True, resource=unique("leaver"))
+    await send_presence_to_service(leaver)
+    first, second = Inbox(leaver), Inbox(standby)
+    await subscribe_queue(leaver, node, 2)
+    await subscribe_queue(standby, node, 2)
+    for item_id, key in (("a1", "a"), ("b1", "b"), ("a2", "a")):
+        await put(alice, node, item_id, **{"ordering-key": key})
+    got = [e.item_id for e in await first.collect(2, match("item", node), TIMEOUT)]
+    assert got == ["a1", "b1"]
+    await second.assert_none(match("item", node))
+    await logout(leaver)
+    taken = await second.collect(2, match("item", node), TIMEOUT)
+    assert [(e.item_id, e.headers["ordering-key"]) for e in taken] == [("a1", "a"), ("b1", "b")]
+    await send(retract_iq(standby, node, "a1"))
+    assert (await second.next(match("item", node), TIMEOUT)).item_id == "a2"

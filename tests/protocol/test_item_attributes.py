@@ -98,6 +98,14 @@ async def test_headers_may_come_first_and_reach_the_worker(stream: Stream) -> No
             f"<item id='a'>{JOB}<headers xmlns='{SHIM}'><header>nameless</header></headers></item>",
             ("modify", "bad-request", "invalid-payload"),
         ),
+        (  # ends past the year 9999: refused, not an internal error
+            f"<item id='a'>{JOB}{headers(TTL='1000000000000')}</item>",
+            ("modify", "bad-request", "invalid-payload"),
+        ),
+        (  # before the year 1 once in UTC
+            f"<item id='a'>{JOB}{headers(Expires='0001-01-01T00:00:00+01:00')}</item>",
+            ("modify", "bad-request", "invalid-payload"),
+        ),
     ],
     ids=[
         "two-headers",
@@ -107,6 +115,8 @@ async def test_headers_may_come_first_and_reach_the_worker(stream: Stream) -> No
         "start-too-far",
         "too-big",
         "no-name",
+        "ttl-out-of-range",
+        "datetime-out-of-range",
     ],
 )
 async def test_bad_headers_are_refused_and_store_nothing(

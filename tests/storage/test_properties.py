@@ -28,7 +28,8 @@ After every step it checks:
   N+1's fails, N stands; on SQL backends a store loaded from the database then
   equals the live one (nothing answered lost, nothing failed kept);
 - **attributes**: every item carries the attributes it was published with, in
-  the queue and as a dead letter, across restarts;
+  the queue and as a dead letter, across restarts, and in every notification that
+  hands it out (single or batched, first delivery or redelivery, after a redrive);
 - **time**: no item is delivered before its ``Start`` or at/after its expiry; an
   expired item is dead-lettered or dropped (the node's choice), still in one place;
 - **priority**: an operation never hands out an item while a more urgent one
@@ -321,11 +322,13 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS))
     def subscribe_without_a_window(self, worker: Actor) -> None:
-        self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid))
+        self.check_notices(self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid)))
 
     @rule(worker=st.sampled_from(WORKERS))
     def unsubscribe(self, worker: Actor) -> None:
-        self.attempt(lambda: self.service.unsubscribe(worker, QUEUE, worker.jid))
+        self.check_notices(
+            self.attempt(lambda: self.service.unsubscribe(worker, QUEUE, worker.jid))
+        )
 
     def _some_item(self, data: st.DataObject) -> str:
         if not self.published:
@@ -335,7 +338,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(actor=st.sampled_from(ANYONE), data=st.data())
     def ack_or_retract(self, actor: Actor, data: st.DataObject) -> None:
         item_id = self._some_item(data)
-        self.attempt(lambda: self.service.retract(actor, QUEUE, item_id))
+        self.check_notices(self.attempt(lambda: self.service.retract(actor, QUEUE, item_id)))
 
     @rule(worker=st.sampled_from(WORKERS), nack=st.booleans())
     def finish_held(self, worker: Actor, nack: bool) -> None:
@@ -357,7 +360,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(actor=st.sampled_from(ANYONE), data=st.data())
     def unlock(self, actor: Actor, data: st.DataObject) -> None:
         item_id = self._some_item(data)
-        self.attempt(lambda: self.service.unlock(actor, QUEUE, item_id))
+        self.check_notices(self.attempt(lambda: self.service.unlock(actor, QUEUE, item_id)))
 
     def _some_items(self, data: st.DataObject) -> list[str]:
         pool = [*self.published[-6:], "nothing"]
@@ -389,11 +392,18 @@ class QueueMachine(RuleBasedStateMachine):
             self.check_notices(done)
 
     def check_notices(self, outcome: Any) -> None:
-        """No notification carries more items than its subscriber's max_batch."""
-        for effect in outcome.effects:
+        """No notification carries more items than its subscriber's max_batch, and
+        each item in it carries the attributes it was published with (single and
+        batched notices, first deliveries and redeliveries alike). *outcome* None:
+        the operation was refused and sent nothing."""
+        for effect in outcome.effects if outcome is not None else ():
             if isinstance(effect, ItemNotice):
                 limit = self.max_batch.get(effect.to, 1)
                 assert 1 <= len(effect.items) <= limit, (effect.to, len(effect.items), limit)
+                for item in effect.items:
+                    sent = self.attributes.get(item.item_id, {})
+                    kept = {k: item.headers.get(k) for k in sent}
+                    assert kept == sent, ("notice lost attributes", item.item_id, kept, sent)
 
     @rule(actor=st.sampled_from(ANYONE), data=st.data(), seconds=st.sampled_from([None, 5, 60]))
     def extend(self, actor: Actor, data: st.DataObject, seconds: int | None) -> None:
@@ -406,7 +416,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS))
     def depart(self, worker: Actor) -> None:
-        self.attempt(lambda: self.service.release_subscriber(worker.jid, "offline"))
+        self.check_notices(
+            self.attempt(lambda: self.service.release_subscriber(worker.jid, "offline"))
+        )
 
     @rule(worker=st.sampled_from(WORKERS), newcomer=st.sampled_from(WORKERS))
     def owner_changes_subscriptions(self, worker: Actor, newcomer: Actor) -> None:
@@ -416,18 +428,20 @@ class QueueMachine(RuleBasedStateMachine):
             (worker.jid, SubscriptionState.NONE, None),
             (newcomer.jid, SubscriptionState.SUBSCRIBED, None),
         ]
-        self.attempt(lambda: self.service.set_node_subscriptions(OWNER, QUEUE, changes))
+        self.check_notices(
+            self.attempt(lambda: self.service.set_node_subscriptions(OWNER, QUEUE, changes))
+        )
 
     @rule(limit=st.sampled_from([None, 1, 2]), actor=st.sampled_from((ADMIN, ADMIN, PUB)))
     def redrive(self, limit: int | None, actor: Actor) -> None:
-        self.attempt(lambda: self.service.redrive(actor, DEAD, limit))
+        self.check_notices(self.attempt(lambda: self.service.redrive(actor, DEAD, limit)))
 
     @rule(seconds=st.sampled_from([1, 10, 31, 45]), tick=st.booleans())
     def time_passes(self, seconds: int, tick: bool) -> None:
         """The clock moves; the timer may be late (the next operation comes first)."""
         self.clock.advance(seconds)
         if tick:
-            self.run(self.service.tick())
+            self.check_notices(self.run(self.service.tick()))
             self.single_step = True  # one operation: dispatch order is checked too
 
     @rule(
@@ -763,6 +777,8 @@ class QueueMachine(RuleBasedStateMachine):
                 )
                 delivered.add(event.item_id)
             elif event.kind in ends and event.item_id in lives:
+                if event.kind is EventKind.ACKED:  # acks, too, complete in publish order
+                    assert lives[0] == event.item_id, ("acked out of order", key, lives)
                 lives.remove(event.item_id)
                 delivered.discard(event.item_id)
 

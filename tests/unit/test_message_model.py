@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from tests.kit import ADMIN, ALICE, BOB, OWNER, PUB, FakeClock, build_service
 from xmpp_queue.core.attributes import format_datetime, parse_datetime, schedule
 from xmpp_queue.core.effects import ItemNotice
-from xmpp_queue.core.errors import AttributeRefused, AttributeTooBig, DelayTooLong
+from xmpp_queue.core.errors import (
+    AttributeRefused,
+    AttributeTooBig,
+    DelayTooLong,
+    InvalidNodeConfig,
+)
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Affiliation, Item, NewItem, NodeConfig, Urgency, copy_item
 from xmpp_queue.core.service import PubSubService
@@ -119,6 +124,30 @@ async def test_attributes_survive_redelivery_and_dead_lettering(
     assert dead[0].headers["k"] == "v" and dead[0].headers["reason"] == "max-deliveries"
 
 
+async def test_a_redriven_item_keeps_its_attributes_and_starts_a_new_life(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """Redrive (docs/queueing.md): attributes and priority come back with the item; the
+    dead letter's own headers do not; its Start and TTL belonged to the first life."""
+    await queue(service, queue_max_deliveries="1", queue_retry_delay="0")
+    await worker(service)
+    start = format_datetime(clock.now + timedelta(seconds=5))
+    attributes = {"k": "v", "Urgency": "high", "TTL": "20", "Start": start}
+    await service.publish(PUB, "jobs", "a", "<j/>", 4, attributes=attributes)
+    clock.advance(5)
+    await service.tick()
+    await service.unlock(ALICE, "jobs", "a")  # past max deliveries: dead-lettered
+    clock.advance(60)  # past the first life's TTL
+    out = await service.redrive(ADMIN, "jobs/dead-letter")
+    assert out.value == 1
+    ((item_id, headers),) = delivered(out.effects)
+    assert item_id == "a" and headers["delivery-attempt"] == "1"
+    assert {k: headers[k] for k in attributes} == attributes
+    assert not {"origin-node", "reason", "dead-lettered-at"} & set(headers)
+    (back,) = (await service.get_items(OWNER, "jobs")).items
+    assert (back.priority, back.expires_at, back.available_at) == (Urgency.HIGH, None, None)
+
+
 @pytest.mark.parametrize(
     ("attributes", "error", "names"),
     [
@@ -187,6 +216,19 @@ async def test_a_node_delay_holds_every_item_and_bounds_the_start(
         await service.publish(PUB, "jobs", "b", "<j/>", 4, attributes={"Start": too_far})
     clock.advance(10)
     assert ids((await service.tick()).effects) == ["a"]
+
+
+async def test_a_node_delay_past_the_node_bound_is_refused_at_configuration(
+    service: PubSubService,
+) -> None:
+    """Else every publish without a Start would be refused for a delay the publisher
+    never asked for."""
+    with pytest.raises(InvalidNodeConfig, match="pubsub#queue_delay"):
+        await queue(service, queue_delay="120", queue_max_delay="60")
+    await queue(service, queue_delay="60", queue_max_delay="60")
+    with pytest.raises(InvalidNodeConfig, match="pubsub#queue_delay"):
+        await service.configure_node(OWNER, "jobs", {"pubsub#queue_max_delay": ["30"]})
+    assert (await service.publish(PUB, "jobs", "a", "<j/>", 4)).value == "a"
 
 
 # --- 4. expiry -------------------------------------------------------------------------

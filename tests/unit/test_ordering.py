@@ -216,6 +216,27 @@ async def test_ordering_changes_only_on_an_empty_queue(service: PubSubService) -
     assert list(await held(service)) == ["A2"]
 
 
+async def test_a_republish_keeps_the_key_and_the_start_of_the_queued_item(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """What the worker reads (the headers) stays what the queue acts on: a different
+    key is refused and stores nothing; a new Start is not shown, as it is not applied."""
+    await ordered(service)
+    start = format_datetime(clock.now + timedelta(seconds=60))
+    await pub(service, "A1", "A", Start=start)
+    await pub(service, "A2", "A")
+    with pytest.raises(AttributeRefused, match="ordering-key"):
+        await pub(service, "A2", "B")
+    with pytest.raises(AttributeRefused, match="ordering-key"):
+        await pub(service, "A2")
+    later = format_datetime(clock.now + timedelta(seconds=90))
+    await pub(service, "A1", "A", Start=later, tenant="acme")  # replaced, same place
+    items = {i.item_id: i for i in (await service.get_items(OWNER, "jobs")).items}
+    assert dict(items["A1"].headers) == {"ordering-key": "A", "Start": start, "tenant": "acme"}
+    assert dict(items["A2"].headers) == {"ordering-key": "A"}
+    assert items["A2"].ordering_key == "A"
+
+
 # --- 3. single active consumer --------------------------------------------------------
 
 

@@ -76,7 +76,10 @@ def parse_datetime(value: str, name: str) -> datetime:
         ) from None
     if moment.tzinfo is None:
         raise AttributeRefused(name, "a DateTime needs a time zone (Z or +hh:mm)")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: before year 1 in UTC
+        raise AttributeRefused(name, "a DateTime out of range in UTC") from None
 
 
 def format_datetime(moment: datetime) -> str:
@@ -149,7 +152,10 @@ def schedule(
             raise AttributeRefused(TTL, "must be a whole number of seconds") from None
         if seconds <= 0:
             raise AttributeRefused(TTL, "must be at least 1 second")
-        ends.append(now + timedelta(seconds=seconds))
+        try:
+            ends.append(now + timedelta(seconds=seconds))
+        except OverflowError:  # past year 9999 (or past what a timedelta holds)
+            raise AttributeRefused(TTL, "too large: it ends after the year 9999") from None
     if config.item_expire > 0:
         ends.append(now + timedelta(seconds=config.item_expire))
     expires_at = min(ends) if ends else None
@@ -157,6 +163,25 @@ def schedule(
     if key is not None and not key.strip():
         raise AttributeRefused(ORDERING_KEY, "must not be empty")
     return Schedule(int(priority), start, expires_at, key)
+
+
+def republished(existing: Item, attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes a re-publish of a still-queued item stores. The item keeps its
+    place and lock, so it keeps what decided them: its ``Start`` header stays the
+    first publish's (a new one would be shown but never applied), and a different
+    ``ordering-key`` is refused (the key the queue orders it by cannot change
+    under it: retract the item first)."""
+    key = attributes.get(ORDERING_KEY)
+    if key != existing.ordering_key:
+        raise AttributeRefused(
+            ORDERING_KEY,
+            f"item {existing.item_id!r} is queued under key {existing.ordering_key!r}; "
+            "retract it to change its key",
+        )
+    kept = {k: v for k, v in attributes.items() if k != START}
+    if START in existing.headers:
+        kept[START] = existing.headers[START]
+    return kept
 
 
 def scheduled_item(

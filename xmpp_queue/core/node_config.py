@@ -263,6 +263,8 @@ def validate_config(config: NodeConfig) -> None:
         raise InvalidNodeConfig(
             "pubsub#queue_retry_delay", "must not exceed pubsub#queue_retry_delay_max"
         )
+    if config.queue and config.queue_delay > config.queue_max_delay:
+        raise InvalidNodeConfig("pubsub#queue_delay", "must not exceed pubsub#queue_max_delay")
 
 
 def check_preconditions(config: NodeConfig, values: Mapping[str, Sequence[str]]) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from xmpp_queue.core.access import own_subscriptions_on
-from xmpp_queue.core.attributes import schedule, scheduled_item
+from xmpp_queue.core.attributes import republished, schedule, scheduled_item
 from xmpp_queue.core.audience import delete_and_tell, subscriber_jids
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.capabilities import Action, may
@@ -128,7 +128,7 @@ class QueuePolicy:
                 item.size,
                 publisher,
                 work.now,
-                item.attributes,
+                republished(existing, item.attributes),
                 plan.priority,
                 plan.expires_at,
             )
