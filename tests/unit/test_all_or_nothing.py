@@ -125,6 +125,50 @@ async def test_a_redrive_stops_at_the_first_item_that_does_not_fit(
     assert left == ["d1", "d2"]
 
 
+async def test_a_redrive_past_max_bytes_is_refused_and_keeps_the_dead_letter(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """A redrive answers to the queue's byte bound as a publish does, and drops nothing."""
+    await _queue(service, queue_max_deliveries="1", queue_lock_timeout="10", max_bytes="10")
+    await _work(service, ALICE)
+    await service.publish(PUB, "jobs", "i1", "<job/>", 6)
+    clock.advance(11)
+    await service.tick()  # i1 dead-lettered
+    await service.publish(PUB, "jobs", "i2", "<job/>", 6)  # 6 of 10 bytes held: i1 won't fit
+    before = await _snapshot(service)
+    with pytest.raises(NodeFull):
+        await service.redrive(ADMIN, "jobs/dead-letter")
+    assert await _snapshot(service) == before
+
+
+async def test_an_admin_move_past_max_bytes_is_refused(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await _queue(service, max_bytes="10")
+    await _queue(service, "other")
+    await service.publish(PUB, "jobs", "a", "<job/>", 6)
+    await service.publish(PUB, "other", "b", "<job/>", 6)
+    before = await _snapshot(service)
+    with pytest.raises(NodeFull):
+        await service.move_item(ADMIN, "other", "b", "jobs")
+    assert await _snapshot(service) == before
+
+
+async def test_a_republish_that_grows_past_max_bytes_is_refused(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await _queue(service, max_bytes="10", queue_overflow="drop-oldest")
+    await service.publish(PUB, "jobs", "a", "<job/>", 6)
+    await service.publish(PUB, "jobs", "b", "<x/>", 4)
+    before = await _snapshot(service)
+    with pytest.raises(NodeFull):
+        await service.publish(PUB, "jobs", "b", "<bigger/>", 9)  # 6 + 9 > 10
+    assert await _snapshot(service) == before
+    await service.publish(PUB, "jobs", "b", "<ab/>", 4)  # same size: replaced
+    page = await service.get_items(OWNER, "jobs")
+    assert [i.item_id for i in page.items] == ["a", "b"]
+
+
 async def test_dead_lettering_that_fails_midway_leaves_the_item_where_it_was(
     service: PubSubService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

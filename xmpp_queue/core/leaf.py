@@ -55,7 +55,7 @@ class LeafPolicy:
     def check_owner_subscription(self, node: Node, jid: str, state: SubscriptionState) -> None:
         return None
 
-    def check_room(self, node: Node, count: int) -> None:
+    def check_room(self, node: Node, count: int, size: int) -> None:
         return None  # a leaf makes room by dropping its oldest items
 
     async def publish(

@@ -72,8 +72,9 @@ class NodePolicy(Protocol):
     def check_owner_subscription(self, node: Node, jid: str, state: State) -> None:
         """Refuse an owner creating a subscription this type cannot serve."""
 
-    def check_room(self, node: Node, count: int) -> None:
-        """Refuse one more item when the node holds *count* (NodeFull)."""
+    def check_room(self, node: Node, count: int, size: int) -> None:
+        """Refuse one more item when the node holds *count* items and would hold *size*
+        payload bytes with it (NodeFull)."""
 
     async def publish(
         self,

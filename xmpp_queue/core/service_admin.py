@@ -30,7 +30,7 @@ from xmpp_queue.core.errors import (
     NodeFull,
 )
 from xmpp_queue.core.ledger import EventKind, record
-from xmpp_queue.core.model import Actor, Node, SubscriptionState
+from xmpp_queue.core.model import Actor, Item, Node, SubscriptionState
 from xmpp_queue.core.node_types import NodeType
 from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.single_active import single_active_subid
@@ -210,7 +210,7 @@ class AdminLevers:
                     continue
                 policy = self._types.of(origin)
                 try:
-                    policy.check_room(origin, await w.tx.items.count(origin.node_id))
+                    policy.check_room(origin, *await room_taken(w, origin.node_id, item))
                 except NodeFull:
                     if moved == 0:
                         raise
@@ -249,7 +249,7 @@ class AdminLevers:
             new_id = target_item_id or item_id
             if await w.tx.items.get(into.node_id, new_id) is not None:
                 raise BadRequest(f"{into.node_id} holds an item {new_id} already")
-            self._types.of(into).check_room(into, await w.tx.items.count(into.node_id))
+            self._types.of(into).check_room(into, *await room_taken(w, into.node_id, item))
             if self._is_queue(source):
                 record(w.tx.ledger, w.now, EventKind.RETRACTED, item, "admin")
             headers = {k: v for k, v in item.headers.items() if k not in DEAD_LETTER_HEADERS}
@@ -275,3 +275,11 @@ class AdminLevers:
             )
 
         return await self._read(op)
+
+
+async def room_taken(w: Work, node_id: str, incoming: Item) -> tuple[int, int]:
+    """What *node_id* holds (items) and would hold in payload bytes with *incoming*:
+    a move into a queue answers to its ``max_items`` and ``max_bytes`` as a publish
+    does (it only never drops anything to make room)."""
+    items = w.tx.items
+    return await items.count(node_id), await items.payload_bytes(node_id) + incoming.payload_size

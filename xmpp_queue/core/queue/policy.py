@@ -84,9 +84,11 @@ class QueuePolicy:
                 f"{jid}: queue subscriptions need queue_requests; the worker subscribes itself"
             )
 
-    def check_room(self, node: Node, count: int) -> None:
+    def check_room(self, node: Node, count: int, size: int) -> None:
         if node.config.max_items is not None and count >= node.config.max_items:
             raise NodeFull(f"queue {node.node_id} holds pubsub#max_items items")
+        if node.config.max_bytes is not None and size > node.config.max_bytes:
+            raise NodeFull(f"queue {node.node_id} would pass pubsub#max_bytes")
 
     # --- items -------------------------------------------------------------------------
 
@@ -121,6 +123,11 @@ class QueuePolicy:
         if existing is not None:
             # Re-publishing an id replaces the payload; a queued item keeps its
             # place and its lock, so re-running a bulk load never doubles work.
+            # A larger payload must still fit max_bytes (nothing is dropped for it).
+            if cfg.max_bytes is not None and item.size > existing.payload_size:
+                held = await items.payload_bytes(node.node_id)
+                if held - existing.payload_size + item.size > cfg.max_bytes:
+                    raise NodeFull(f"queue {node.node_id} would pass pubsub#max_bytes")
             await items.replace_payload(
                 node.node_id,
                 item_id,
