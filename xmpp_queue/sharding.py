@@ -123,6 +123,7 @@ def _warm_up() -> None:
 
 async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
     """Stand by for the directory's lease, serve the directory, again if lost."""
+    from xmpp_queue.core.account_lists import AccountLists
     from xmpp_queue.storage.lease import PostgresLease
     from xmpp_queue.storage.placement import PlacementTable
     from xmpp_queue.xmpp.directory import Directory
@@ -145,6 +146,7 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
                 core.access,
                 core.admins,
                 queue_defaults=core.defaults_for(True),
+                lists=AccountLists(placements),
             )
             component = DirectoryComponent(
                 comp.jid, comp.secret, comp.server_host, comp.server_port, directory

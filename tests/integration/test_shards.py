@@ -8,6 +8,8 @@ A sharded deployment as an operator runs it: one config with ``[shards]``
 - placement: nodes created through the public name land on the shard their
   name hashes to; the directory's disco#items lists each with its shard JID;
   ``xmpp-queue status`` names who serves what;
+- node-less lists: all my subscriptions and affiliations, asked of the public
+  name, come back from every shard in one answer;
 - redirects: the directory and a wrong shard answer a node request with
   ``<redirect/>`` and the node's xmpp: URI; Worker and Publisher follow it, at
   the cost of one lookup per node (first contact only);
@@ -35,6 +37,7 @@ from xmpp_queue.core.placement import node_uri, pick_shard
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 TIMEOUT = 60.0
+PUBSUB = "http://jabber.org/protocol/pubsub"
 
 
 def names_on_every_shard(prefix: str) -> list[str]:
@@ -46,6 +49,23 @@ def names_on_every_shard(prefix: str) -> list[str]:
         found.setdefault(pick_shard(name, SHARD_JIDS), name)
         n += 1
     return [found[s] for s in SHARD_JIDS]
+
+
+async def account_lists(
+    who: Account,
+) -> tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]:
+    """(node, jid) of each of *who*'s subscriptions and (node, affiliation) of each of
+    its affiliations, as the public name answers them (node-less requests)."""
+    link = await PubSubLink.connect(who)
+    try:
+        subs = await link.call(f"<pubsub xmlns='{PUBSUB}'><subscriptions/></pubsub>", "get")
+        affs = await link.call(f"<pubsub xmlns='{PUBSUB}'><affiliations/></pubsub>", "get")
+    finally:
+        await link.close()
+    return (
+        [(e.get("node"), e.get("jid")) for e in subs.iter(f"{{{PUBSUB}}}subscription")],
+        [(e.get("node"), e.get("affiliation")) for e in affs.iter(f"{{{PUBSUB}}}affiliation")],
+    )
 
 
 def account(server: Any, accounts: Any, user: str) -> Account:
@@ -110,6 +130,13 @@ async def test_placement_directory_and_redirects_the_client_follows(
             }
             for node in nodes:
                 assert items[node] == pick_shard(node, SHARD_JIDS)
+            # All my subscriptions / affiliations, asked of the public name: one answer
+            # over the three shards, read from the shared database (XEP-0060 5.6, 5.7).
+            w1_subs, w1_affs = await account_lists(account(xmpp_server, accounts, "w1"))
+            assert sorted(w1_subs) == sorted((w.node, w.jid) for w in workers)
+            assert w1_affs == []
+            _, pub_affs = await account_lists(account(xmpp_server, accounts, "pub"))
+            assert sorted(pub_affs) == sorted((n, "owner") for n in nodes)
             # A node asked for on the wrong shard: a redirect to the right one.
             home = pick_shard(nodes[0], SHARD_JIDS)
             wrong = next(s for s in SHARD_JIDS if s != home)

@@ -17,7 +17,11 @@ Who writes a row:
 
 Reads: a shard asks ``owner`` only for a node it does not hold (the error path:
 a request for a node it does not serve is redirected), and caches the answer
-for a moment; the directory asks for every node request it redirects.
+for a moment; the directory asks for every node request it redirects. The
+directory also reads one account's subscriptions and affiliations on every
+placed node (``subscriptions_of``, ``affiliations_of``: the core's
+``AccountRecords`` port), to answer "all my subscriptions / affiliations" for
+every shard at once; what the shards have committed is what it lists.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.core.model import (
+    Affiliation,
+    AffiliationEntry,
+    NodeConfig,
+    Subscription,
+    SubscriptionState,
+)
 from xmpp_queue.storage import codec
+from xmpp_queue.storage.item_values import utc, utc_opt
 from xmpp_queue.storage.lease import DATABASE_ERRORS, asyncpg_dsn
 
 log = logging.getLogger("xmpp_queue.storage.placement")
@@ -46,6 +57,22 @@ SELECT p.node_id, p.shard, n.config, a.affiliation
   JOIN nodes n ON n.node_id = p.node_id
   LEFT JOIN affiliations a ON a.node_id = p.node_id AND a.jid = $1
  ORDER BY p.node_id
+"""
+# One account's rows on every placed node: its bare JID and each of its full JIDs.
+_ACCOUNT_SUBSCRIPTIONS = """
+SELECT s.node_id, s.jid, s.subid, s.state, s.queue_requests, s.options, s.created_at,
+       s.last_activity
+  FROM subscriptions s
+  JOIN node_placement p ON p.node_id = s.node_id
+ WHERE s.jid = $1 OR starts_with(s.jid, $1 || '/')
+ ORDER BY s.id
+"""
+_ACCOUNT_AFFILIATIONS = """
+SELECT a.node_id, a.jid, a.affiliation
+  FROM affiliations a
+  JOIN node_placement p ON p.node_id = a.node_id
+ WHERE a.jid = $1
+ ORDER BY a.node_id
 """
 _COUNTS = "SELECT shard, count(*) FROM node_placement GROUP BY shard"
 _PARTITIONS = """
@@ -159,6 +186,32 @@ class PlacementTable:
                 codec.decode_config(r["config"]),
                 Affiliation(r["affiliation"]) if r["affiliation"] else Affiliation.NONE,
             )
+            for r in rows
+        ]
+
+    async def subscriptions_of(self, account: str) -> list[Subscription]:
+        """Subscriptions of *account* (bare JID) and its full JIDs on every placed
+        node, oldest first (the core's ``AccountRecords``)."""
+        rows = await self._fetch(_ACCOUNT_SUBSCRIPTIONS, account)
+        return [
+            Subscription(
+                str(r["node_id"]),
+                str(r["jid"]),
+                str(r["subid"]),
+                SubscriptionState(r["state"]),
+                utc(r["created_at"]),
+                r["queue_requests"],
+                codec.decode_options(r["options"]),
+                utc_opt(r["last_activity"]),
+            )
+            for r in rows
+        ]
+
+    async def affiliations_of(self, account: str) -> list[AffiliationEntry]:
+        """*account*'s (bare JID) affiliations on every placed node, by node."""
+        rows = await self._fetch(_ACCOUNT_AFFILIATIONS, account)
+        return [
+            AffiliationEntry(str(r["node_id"]), str(r["jid"]), Affiliation(r["affiliation"]))
             for r in rows
         ]
 
