@@ -85,6 +85,11 @@ class ShardTerm:
 
         return ShardMover(self.domain, self.shards, store, self.placements, service, send_effects)
 
+    def deployment(self) -> Any:
+        """Every shard's queues for this shard's dashboard (the placement table reads
+        them from the shared database: ``core/deployment.py``)."""
+        return self.placements
+
 
 def trial_order(domains: tuple[str, ...], holder: str) -> list[str]:
     """The order in which *holder* tries the shards: rotated by a hash of its

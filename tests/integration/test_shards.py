@@ -254,10 +254,11 @@ async def test_a_killed_shard_process_is_replaced_under_load_and_nothing_is_lost
 
 
 async def test_a_process_serving_no_shard_is_alive_but_not_ready(
-    prosody: Any, pg_database: str, tmp_path: Any
+    prosody: Any, accounts: Any, pg_database: str, tmp_path: Any
 ) -> None:
     """With ``per_process = 1`` and ``[http]`` (port 0: one config for every process),
-    a process serving no shard answers as a standby; a serving one is ready."""
+    a process serving no shard answers as a standby; a serving one is ready, and its
+    dashboard lists every queue of every shard (``/api/deployment``)."""
     import aiohttp
 
     cluster = ShardedCluster.make(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
@@ -268,6 +269,16 @@ async def test_a_process_serving_no_shard_is_alive_but_not_ready(
         serving = {id(served[s]) for s in SHARD_JIDS}
         (standby,) = [p for p in cluster.procs if id(p) not in serving]
         await wait_until(lambda: "event=http_listening" in standby.run_log(), 20, "listener")
+        nodes = names_on_every_shard(unique("seen"))
+        pub = Publisher(account(prosody, accounts, "pub"), window=4)
+        await pub.connect()
+        try:
+            for n, node in enumerate(nodes):
+                assert await pub.create_queue(node) is True
+                for i in range(n + 1):  # 1, 2, 3 items: each shard's own figure
+                    await pub.publish(node, json_payload({"i": i}), f"{node}-{i}")
+        finally:
+            await asyncio.wait_for(pub.close(), 20)
         async with aiohttp.ClientSession() as http:
 
             async def get(proc: Any, path: str) -> tuple[int, dict[str, Any]]:
@@ -277,6 +288,19 @@ async def test_a_process_serving_no_shard_is_alive_but_not_ready(
             assert (await get(standby, "/healthz"))[0] == 200
             status, body = await get(standby, "/readyz")
             assert status == 503 and body["role"] == "standby"
-            assert (await get(served[SHARD_JIDS[0]], "/readyz"))[0] == 200
+            here = served[SHARD_JIDS[0]]
+            assert (await get(here, "/readyz"))[0] == 200
+            # One shard's dashboard lists every shard's queues, each with its shard.
+            status, body = await get(here, "/api/deployment")
+            assert status == 200, body
+            listed = {q["node"]: q for q in body["queues"]}
+            for n, node in enumerate(nodes):
+                row = listed[node]
+                assert row["shard"] == pick_shard(node, SHARD_JIDS)
+                assert row["here"] is (row["shard"] == SHARD_JIDS[0])
+                assert (row["waiting"], row["in_flight"]) == (n + 1, 0), row
+            # A queue of another shard: its page is on that shard's dashboard.
+            status, body = await get(here, f"/api/queue?node={nodes[1]}")
+            assert status == 404 and SHARD_JIDS[1] in body["error"], body
     finally:
         await cluster.stop()

@@ -136,6 +136,51 @@ async def test_one_accounts_subscriptions_and_affiliations_are_read_over_every_s
         await table.close()
 
 
+async def test_every_shards_queues_are_read_with_their_committed_counts(pg: str) -> None:
+    """What every shard's dashboard lists (``/api/deployment``): each queue placed on
+    any shard, its shard, and the counts its shard committed."""
+    a = await open_shard_store(pg, None, P0)
+    b = await open_shard_store(pg, None, P1)
+    table = PlacementTable(pg)
+    try:
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs", queue=True))
+            await tx.nodes.add(node("news"))  # not a queue: not listed
+            await tx.items.put(item("jobs", "w1", published_at=at(1)))
+            await tx.items.put(item("jobs", "w2", published_at=at(2), available_at=at(100)))
+            await tx.items.put(
+                item(
+                    "jobs",
+                    "f1",
+                    locked_by="s1",
+                    lock_jid="w@example.org/one",
+                    locked_at=at(3),
+                    lock_expires_at=at(300),
+                )
+            )
+            await tx.subscriptions.add(sub("jobs", "w@example.org/one", "s1", queue_requests=2))
+            await tx.commit()
+        async with b.transaction() as tx:
+            await tx.nodes.add(node("mail", queue=True))
+            await tx.commit()
+        rows = await table.placed_queues(at(10))
+        assert [(r.node, r.shard) for r in rows] == [("jobs", P0), ("mail", P1)]
+        jobs, mail = rows
+        assert (jobs.waiting, jobs.delayed, jobs.in_flight, jobs.subscribers) == (2, 1, 1, 1)
+        assert jobs.oldest_waiting == at(1)
+        assert (mail.waiting, mail.in_flight, mail.subscribers, mail.oldest_waiting) == (
+            0,
+            0,
+            0,
+            None,
+        )
+        assert (await table.placed_queues(at(200)))[0].delayed == 0  # its time came
+    finally:
+        await a.close()
+        await b.close()
+        await table.close()
+
+
 async def test_a_shard_that_lost_its_lease_cannot_commit(pg: str) -> None:
     """Fencing as for one component: each shard's commits check its own lease's token,
     and another shard's lease changes nothing for it."""

@@ -21,7 +21,9 @@ for a moment; the directory asks for every node request it redirects. The
 directory also reads one account's subscriptions and affiliations on every
 placed node (``subscriptions_of``, ``affiliations_of``: the core's
 ``AccountRecords`` port), to answer "all my subscriptions / affiliations" for
-every shard at once; what the shards have committed is what it lists.
+every shard at once; what the shards have committed is what it lists. And
+every shard's dashboard reads every placed queue's counts (``placed_queues``:
+the core's ``DeploymentReader``, ``core/deployment.py``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
+from xmpp_queue.core.deployment import PlacedQueue
 from xmpp_queue.core.model import (
     Affiliation,
     AffiliationEntry,
@@ -73,6 +77,21 @@ SELECT a.node_id, a.jid, a.affiliation
   JOIN node_placement p ON p.node_id = a.node_id
  WHERE a.jid = $1
  ORDER BY a.node_id
+"""
+# Every placed node with its item counts (the dashboard's deployment view); queue
+# nodes are picked from the config in Python. One grouped pass over items.
+_PLACED_COUNTS = """
+SELECT p.node_id, p.shard, n.config,
+       count(i.seq) FILTER (WHERE i.locked_by IS NULL) AS waiting,
+       count(i.seq) FILTER (WHERE i.locked_by IS NULL AND i.available_at > $1) AS delayed,
+       count(i.seq) FILTER (WHERE i.locked_by IS NOT NULL) AS in_flight,
+       min(i.published_at) FILTER (WHERE i.locked_by IS NULL) AS oldest,
+       (SELECT count(*) FROM subscriptions s WHERE s.node_id = p.node_id) AS subscribers
+  FROM node_placement p
+  JOIN nodes n ON n.node_id = p.node_id
+  LEFT JOIN items i ON i.node_id = p.node_id AND i.acked_at IS NULL
+ GROUP BY p.node_id, p.shard, n.config
+ ORDER BY p.node_id
 """
 _COUNTS = "SELECT shard, count(*) FROM node_placement GROUP BY shard"
 _PARTITIONS = """
@@ -257,6 +276,24 @@ class PlacementTable:
             self._cache[node] = (time.monotonic(), shard)
         log.info("event=partitions_created queue=%s partitions=%d", logical, len(placed))
         return True
+
+    async def placed_queues(self, now: datetime) -> list[PlacedQueue]:
+        """Every queue placed on any shard with its committed counts (the core's
+        ``DeploymentReader``), by node name."""
+        rows = await self._fetch(_PLACED_COUNTS, now)
+        return [
+            PlacedQueue(
+                str(r["node_id"]),
+                str(r["shard"]),
+                int(r["waiting"]),
+                int(r["delayed"]),
+                int(r["in_flight"]),
+                int(r["subscribers"]),
+                utc_opt(r["oldest"]),
+            )
+            for r in rows
+            if codec.decode_config(r["config"]).queue
+        ]
 
     async def counts(self) -> dict[str, int]:
         """Nodes placed on each shard (``xmpp-queue status``)."""

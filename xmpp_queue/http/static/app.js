@@ -224,6 +224,48 @@ function setUpOverview() {
   });
 }
 
+// --- every shard (a sharded deployment) -------------------------------------------------
+
+// A shard's dashboard also lists every queue of the deployment, read from the shared
+// database (/api/deployment, 404 when not sharded: the section stays hidden). A queue
+// of this shard links to its page; another shard's queue names that shard (its page is
+// on that shard's dashboard).
+const DEPLOYMENT_SPEC = {
+  columns: 7, empty: "no queue on any shard", rowClass: "placed", attr: "data-node",
+  key: (q) => q.node,
+  cellClasses: ["node", "shard", "num waiting", "num delayed", "num in-flight", "num oldest",
+    "num subscribers"],
+  texts: (q) => [q.node, q.shard, fmt(q.waiting), fmt(q.delayed), fmt(q.in_flight),
+    duration(q.oldest_waiting_seconds), fmt(q.subscribers)],
+};
+let deploymentAt = 0;
+
+async function refreshDeployment() {
+  if (deploymentAt < 0 || Date.now() - deploymentAt < 5000) return;  // < 0: not sharded
+  deploymentAt = Date.now();
+  let data;
+  try {
+    data = await api("/api/deployment");
+  } catch (e) {
+    if (String(e.message).includes("not a shard")) deploymentAt = -1;
+    return;
+  }
+  document.getElementById("deployment").hidden = false;
+  syncRows("#deployment-queues", data.queues, DEPLOYMENT_SPEC);
+  const byNode = new Map(data.queues.map((q) => [q.node, q]));
+  for (const tr of document.querySelectorAll("#deployment-queues tbody tr[data-node]")) {
+    const q = byNode.get(tr.dataset.key);
+    const name = tr.children[0];
+    if (q.here && !name.querySelector("a")) {
+      name.replaceChildren(el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node));
+    }
+  }
+  document.getElementById("deployment-summary").textContent =
+    `${fmt(data.queues.length)} queue(s) on ${fmt(data.shards.length)} shard(s): ` +
+    `${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight ` +
+    `(committed figures from the shared database; this page is ${data.shard}'s).`;
+}
+
 // --- one queue --------------------------------------------------------------------------
 
 // Rows are kept by key and updated in place, so a button under the pointer is not
@@ -477,7 +519,8 @@ function setUpPushForm(form) {
 
 function start() {
   const page = document.body.dataset.page;
-  const refresh = page === "queue" ? refreshQueue : refreshOverview;
+  const overview = async () => { await refreshOverview(); await refreshDeployment(); };
+  const refresh = page === "queue" ? refreshQueue : overview;
   setUpSignIn(refresh);
   if (page === "overview") setUpOverview();
   const tick = async () => {
