@@ -36,6 +36,8 @@ class Rows:
 async def test_an_unsharded_listener_has_no_deployment_view(ops: Ops) -> None:
     status, text = await ops.get("/api/deployment")
     assert status == 404 and "not a shard" in text
+    status, text = await ops.get("/api/queues")
+    assert status == 200 and json.loads(text)["sharded"] is False  # the page does not ask
 
 
 async def test_every_queue_of_every_shard_with_its_shard_and_counts(ops: Ops) -> None:
@@ -50,6 +52,7 @@ async def test_every_queue_of_every_shard_with_its_shard_and_counts(ops: Ops) ->
     status, text = await ops.get("/api/deployment")
     assert status == 200, text
     body = json.loads(text)
+    assert json.loads((await ops.get("/api/queues"))[1])["sharded"] is True
     assert (body["shard"], body["shards"]) == (HERE, [HERE, THERE])
     assert (body["waiting"], body["in_flight"]) == (8, 2)
     assert body["queues"] == [

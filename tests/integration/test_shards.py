@@ -27,6 +27,12 @@ from typing import Any
 import pytest
 
 from tests.integration.queue_helpers import unique, wait_until
+from tests.integration.test_dashboard_browser import (  # noqa: F401  (the browser fixture)
+    browser,
+    off_loop,
+    screenshot,
+    wait_for,
+)
 from tests.kit.integration import SHARD_JIDS, SHARDED_JID, xmpp_queue_cli
 from tests.kit.shards import ShardedCluster, close_clients
 from xmpp_queue.client import Account, Job, Publisher, StanzaError, Worker, json_payload
@@ -253,12 +259,35 @@ async def test_a_killed_shard_process_is_replaced_under_load_and_nothing_is_lost
     assert sharded.serving()[victim_shard] is not victim
 
 
+def placed_rows(driver: Any) -> dict[str, tuple[str, bool]]:
+    """The page's "Every shard" table: node -> (its shard, linked to its page)."""
+    from selenium.webdriver.common.by import By
+
+    found = {}
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#deployment-queues tbody tr[data-node]"):
+        shard = tr.find_element(By.CSS_SELECTOR, "td.shard").text
+        linked = bool(tr.find_elements(By.CSS_SELECTOR, "td.node a"))
+        found[str(tr.get_attribute("data-node"))] = (str(shard), linked)
+    return found
+
+
+def all_shown(
+    rows: dict[str, tuple[str, bool]], nodes: list[str]
+) -> dict[str, tuple[str, bool]] | None:
+    return rows if set(nodes) <= set(rows) else None
+
+
 async def test_a_process_serving_no_shard_is_alive_but_not_ready(
-    prosody: Any, accounts: Any, pg_database: str, tmp_path: Any
+    prosody: Any,
+    accounts: Any,
+    pg_database: str,
+    tmp_path: Any,
+    browser: Any,  # noqa: F811
 ) -> None:
     """With ``per_process = 1`` and ``[http]`` (port 0: one config for every process),
     a process serving no shard answers as a standby; a serving one is ready, and its
-    dashboard lists every queue of every shard (``/api/deployment``)."""
+    dashboard lists every queue of every shard (``/api/deployment``, and the page in
+    a real browser)."""
     import aiohttp
 
     cluster = ShardedCluster.make(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
@@ -302,5 +331,18 @@ async def test_a_process_serving_no_shard_is_alive_but_not_ready(
             # A queue of another shard: its page is on that shard's dashboard.
             status, body = await get(here, f"/api/queue?node={nodes[1]}")
             assert status == 404 and SHARD_JIDS[1] in body["error"], body
+        # The page (Debian's chromium): the "Every shard" section, this shard's queue
+        # linked to its page, the others named with their shard.
+        await off_loop(browser.get, here.http_base() + "/")
+        shown = await off_loop(
+            wait_for,
+            browser,
+            lambda d: all_shown(placed_rows(d), nodes),
+            "every shard's queues on the page",
+        )
+        for node in nodes:
+            shard = pick_shard(node, SHARD_JIDS)
+            assert shown[node] == (shard, shard == SHARD_JIDS[0]), (node, shown)
+        await off_loop(screenshot, browser, tmp_path, "dashboard-shards.png")
     finally:
         await cluster.stop()

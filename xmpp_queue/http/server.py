@@ -184,6 +184,7 @@ class OpsServer:
                 "service": self.jid,
                 "connected": self.metrics.is_connected,
                 "admin_actions": self._token is not None,
+                "sharded": self.deployment is not None,  # /api/deployment answers
                 "interval": self.rates.interval,
                 "total": page.total,
                 "matched": page.matched,

@@ -160,6 +160,7 @@ async function refreshOverview() {
     offset: String(view.offset), limit: String(view.limit) });
   const data = await api(`/api/queues?${params}`);
   header(data);
+  sharded = Boolean(data.sharded);
   if (data.matched && view.offset >= data.matched) {  // the filter left fewer pages
     view.offset = Math.max(0, Math.floor((data.matched - 1) / view.limit) * view.limit);
     return refreshOverview();
@@ -187,8 +188,9 @@ async function refreshOverview() {
     (data.matched !== data.total ? ` (filtered from ${fmt(data.total)})` : "");
   document.getElementById("prev").disabled = view.offset === 0;
   document.getElementById("next").disabled = lastRow >= data.matched;
+  const where = sharded ? ` on this shard (${data.service})` : "";
   document.getElementById("summary").textContent =
-    `${fmt(data.total)} queue(s): ${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight.`;
+    `${fmt(data.total)} queue(s)${where}: ${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight.`;
 }
 
 function setUpOverview() {
@@ -227,7 +229,7 @@ function setUpOverview() {
 // --- every shard (a sharded deployment) -------------------------------------------------
 
 // A shard's dashboard also lists every queue of the deployment, read from the shared
-// database (/api/deployment, 404 when not sharded: the section stays hidden). A queue
+// database (/api/deployment, asked only when /api/queues says "sharded"). A queue
 // of this shard links to its page; another shard's queue names that shard (its page is
 // on that shard's dashboard).
 const DEPLOYMENT_SPEC = {
@@ -239,28 +241,33 @@ const DEPLOYMENT_SPEC = {
     duration(q.oldest_waiting_seconds), fmt(q.subscribers)],
 };
 let deploymentAt = 0;
+let sharded = false;
 
 async function refreshDeployment() {
-  if (deploymentAt < 0 || Date.now() - deploymentAt < 5000) return;  // < 0: not sharded
+  if (!sharded || Date.now() - deploymentAt < 5000) return;  // the server reads every 5 s
   deploymentAt = Date.now();
+  const summary = document.getElementById("deployment-summary");
+  document.getElementById("deployment").hidden = false;
   let data;
   try {
     data = await api("/api/deployment");
-  } catch (e) {
-    if (String(e.message).includes("not a shard")) deploymentAt = -1;
+  } catch (e) {  // the shard's own queues above still show
+    summary.textContent = `cannot read every shard's queues: ${e.message}`;
     return;
   }
-  document.getElementById("deployment").hidden = false;
   syncRows("#deployment-queues", data.queues, DEPLOYMENT_SPEC);
   const byNode = new Map(data.queues.map((q) => [q.node, q]));
   for (const tr of document.querySelectorAll("#deployment-queues tbody tr[data-node]")) {
     const q = byNode.get(tr.dataset.key);
     const name = tr.children[0];
-    if (q.here && !name.querySelector("a")) {
+    const linked = Boolean(name.querySelector("a"));  // a moved queue gains or loses its link
+    if (q.here && !linked) {
       name.replaceChildren(el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node));
+    } else if (!q.here && linked) {
+      name.replaceChildren(q.node);
     }
   }
-  document.getElementById("deployment-summary").textContent =
+  summary.textContent =
     `${fmt(data.queues.length)} queue(s) on ${fmt(data.shards.length)} shard(s): ` +
     `${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight ` +
     `(committed figures from the shared database; this page is ${data.shard}'s).`;
