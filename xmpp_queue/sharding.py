@@ -63,6 +63,9 @@ class ShardTerm:
     domain: str
     placements: Any  # storage.placement.PlacementTable
     shards: tuple[str, ...] = ()  # every shard of [shards] (the targets of a move)
+    # The dashboard's reads of every shard's queues: a connection of their own, so a
+    # grouped pass over the items never holds up the guard's lookups and claims.
+    dashboard: Any = None
 
     async def open_store(self, fence: Any, backlog_bytes: int | None = None) -> Any:
         from xmpp_queue.storage.shard_backend import open_shard_store
@@ -88,7 +91,7 @@ class ShardTerm:
     def deployment(self) -> Any:
         """Every shard's queues for this shard's dashboard (the placement table reads
         them from the shared database: ``core/deployment.py``)."""
-        return self.placements
+        return self.dashboard if self.dashboard is not None else self.placements
 
 
 def trial_order(domains: tuple[str, ...], holder: str) -> list[str]:
@@ -185,6 +188,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
     holder = next(iter(leases.values())).holder
     order = trial_order(shards.domains, holder)
     placements = PlacementTable(url)
+    dashboard = PlacementTable(url)  # connects on the first page read (core/deployment.py)
     terms: dict[str, asyncio.Task[int | None]] = {}
     status = 0
     standby: Any = None  # /healthz and /readyz (503) while this process serves no shard
@@ -219,7 +223,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 if standby is not None:  # the term's own listener takes the port
                     await standby.stop()
                     standby = None
-                term = ShardTerm(url, domain, placements, shards.domains)
+                term = ShardTerm(url, domain, placements, shards.domains, dashboard)
                 terms[domain] = asyncio.ensure_future(
                     serve_term(shard_settings(settings, domain), stop, lease, term)
                 )
@@ -236,6 +240,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
             await lease.release()
             await lease.close()
         await placements.close()
+        await dashboard.close()
 
 
 async def shards_status(settings: Settings) -> tuple[str, bool]:
