@@ -93,3 +93,15 @@ async def test_the_overview_page_carries_the_every_shard_section(ops: Ops) -> No
     assert status == 200 and 'id="deployment"' in html
     status, script = await ops.get("/static/app.js")
     assert status == 200 and "/api/deployment" in script
+
+
+class Unreachable(Rows):
+    async def placed_queues(self, now: datetime) -> list[PlacedQueue]:
+        raise ConnectionResetError("the database went away")
+
+
+async def test_a_database_that_does_not_answer_is_a_503_not_a_crash(ops: Ops) -> None:
+    ops.server.deployment = DeploymentView(Unreachable([]), HERE, ops.clock)
+    status, text = await ops.get("/api/deployment")
+    assert status == 503 and "did not answer" in text, text
+    assert (await ops.get("/api/queues"))[0] == 200  # this shard's own page goes on

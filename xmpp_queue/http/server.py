@@ -218,7 +218,12 @@ class OpsServer:
     async def get_deployment(self, request: web.Request) -> web.Response:
         if self.deployment is None:
             return _error(404, "not a shard of a sharded deployment")
-        return web.json_response(await self.deployment.as_json(self.jid))
+        try:
+            body = await self.deployment.as_json(self.jid)
+        except Exception as exc:  # the shared database is away: say so, once per poll
+            log.warning("event=deployment_read_failed error=%s", type(exc).__name__)
+            return _error(503, "the shared database did not answer; try again")
+        return web.json_response(body)
 
     # --- admin -----------------------------------------------------------------------------
     async def post_token(self, request: web.Request) -> web.Response:
