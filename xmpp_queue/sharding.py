@@ -273,9 +273,8 @@ async def shards_status(settings: Settings) -> tuple[str, bool]:
         else:
             serving = False
             lines.append(f"{status.name} ({role}): no active process (last term {status.token})")
-        for m in status.members:
-            if m.role == "standby" and (status.now - m.seen_at).total_seconds() < 60:
-                standing[m.holder] = m.seen_at
+        for m in status.standbys(settings.database.lease_seconds):
+            standing[m.holder] = m.seen_at
     busy = {s.holder for s in statuses[1:] if s.holder}
     idle = sorted(h for h in standing if h not in busy)
     lines.append(f"standbys: {len(idle)}")

@@ -14,17 +14,27 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from slixmpp import ClientXMPP
 from slixmpp.exceptions import IqError, IqTimeout
 
-from tests.integration.queue_helpers import publish
+from tests.integration.queue_helpers import (
+    WORKER_ACCOUNTS,
+    create_node,
+    is_transient,
+    publish,
+    set_affiliations,
+    unique,
+)
 from tests.kit.integration import ComponentProcess, XmppServer, make_component
 
 ACQUIRED = "event=lease_acquired"
 STEPPED_DOWN = "event=stepped_down"
 STANDING_BY = "event=standing_by"
 CONNECTED = "event=connected"
+
+T = TypeVar("T")
 
 LEASE = 2  # seconds: short, so a paused process is replaced quickly in tests
 
@@ -121,6 +131,42 @@ async def until_answered(
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.05)
+
+
+async def across_takeovers(request: Callable[[], Awaitable[T]], within: float = 30.0) -> T:
+    """*request* (idempotent), sent again while the component changes hands: a
+    process that took the lease may still be connecting, or lose the lease again on
+    a loaded machine, and a reply may be lost with the stream."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await request()
+        except IqError as exc:
+            if not is_transient(exc) or time.monotonic() > deadline:
+                raise
+        except IqTimeout:
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.1)
+
+
+async def create_queue_across_takeovers(client: ClientXMPP, **config: object) -> str:
+    """``create_queue`` for tests that start while processes still race for the
+    lease: a create whose answer was lost is found as ``conflict`` when sent again."""
+    node = unique("q")
+
+    async def create() -> str:
+        try:
+            return await create_node(client, node, queue=True, **config)
+        except IqError as exc:
+            if exc.condition == "conflict":
+                return node
+            raise
+
+    node = await across_takeovers(create)
+    rows = [(jid, "member") for jid in WORKER_ACCOUNTS if jid != client.boundjid.bare]
+    await across_takeovers(lambda: set_affiliations(client, node, rows))
+    return node
 
 
 async def timed_takeover(

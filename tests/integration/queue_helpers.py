@@ -520,6 +520,17 @@ TRANSIENT = {
     "recipient-unavailable",
     "internal-server-error",
 }
+ABSENT_COMPONENT = "Access denied by service policy"
+"""ejabberd's text with ``forbidden`` for a component domain nobody serves right now
+(a take-over in progress); the service itself never words a refusal so."""
+
+
+def is_transient(exc: IqError) -> bool:
+    """An error after which the same request may well succeed: the service away."""
+    info = error_info(exc.iq)
+    return info.condition in TRANSIENT or (
+        info.condition == "forbidden" and ABSENT_COMPONENT in info.xml
+    )
 
 
 class QueueWorker:
@@ -611,7 +622,7 @@ class QueueWorker:
             await send(retract_iq(self.client, self.node, item_id), within)
         except IqError as exc:
             condition = error_info(exc.iq).condition
-            if condition in TRANSIENT:
+            if is_transient(exc):
                 self.unacked.add(item_id)
             elif condition == "item-not-found" and item_id in self.uncertain:
                 self.gone_on_retry.append(item_id)
@@ -747,9 +758,7 @@ class Publisher:
                 try:
                     await publish(self.client, self.node, item_id, f"work {item_id}", within=5.0)
                 except (IqError, IqTimeout) as exc:
-                    transient = isinstance(exc, IqTimeout) or (
-                        error_info(exc.iq).condition in TRANSIENT
-                    )
+                    transient = isinstance(exc, IqTimeout) or is_transient(exc)
                     if not (self.retry and transient):
                         raise
                     if isinstance(exc, IqTimeout):

@@ -28,6 +28,7 @@ import pytest
 from tests.integration.cluster import (
     LEASE,
     Cluster,
+    create_queue_across_takeovers,
     held_locks,
     make_cluster,
     timed_takeover,
@@ -194,7 +195,7 @@ async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(
         cluster.add()
     await cluster.wait_active()
     owner = await client("pub")
-    node = await create_queue(owner, queue_lock_timeout=3)
+    node = await create_queue_across_takeovers(owner, queue_lock_timeout=3)
     workers = []
     for user in ("w1", "w2", "w3"):
         worker = QueueWorker(await client(user), node, 4, work_time=(0.05, 0.4), name=user)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import re
+import signal
 import time
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +31,10 @@ from tests.kit.integration import (
     XmppServer,
     make_component,
 )
+from xmpp_queue.cli.startup import LOG_DATE_FORMAT
 
 LEASE = 2  # seconds: a hung shard process is replaced quickly in tests
 _TERM = re.compile(r"event=lease_acquired name=(\S+)")
-_DOWN = re.compile(r"event=stepped_down component=(\S+)")
 
 
 class ShardedCluster:
@@ -40,6 +43,7 @@ class ShardedCluster:
     def __init__(self, base: ComponentProcess) -> None:
         self.base = base
         self.procs: list[ComponentProcess] = []
+        self.paused: set[int] = set()  # pids stopped with SIGSTOP
 
     @classmethod
     def make(
@@ -79,19 +83,23 @@ class ShardedCluster:
         self.procs.append(proc)
         return proc
 
-    @staticmethod
-    def serves(proc: ComponentProcess) -> set[str]:
-        """The names (shards, the directory) *proc* serves now, from its log."""
-        if not proc.running:
+    def serves(self, proc: ComponentProcess, *, paused_too: bool = False) -> set[str]:
+        """The names (shards, the directory) *proc* serves now, from its log: alive,
+        not paused (unless *paused_too*: a paused process still believes it serves),
+        and for each name its latest term began after its latest step-down and has
+        connected."""
+        if not proc.running or proc.process is None:
+            return set()
+        if proc.process.pid in self.paused and not paused_too:
             return set()
         log = proc.run_log()
         held: set[str] = set()
-        for line in log.splitlines():
-            if (m := _TERM.search(line)) is not None:
-                held.add(m.group(1))
-            elif (m := _DOWN.search(line)) is not None:
-                held.discard(m.group(1))
-        return {name for name in held if f"event=connected jid={name}" in log}
+        for name in set(_TERM.findall(log)):
+            began = log.rfind(f"event=lease_acquired name={name} ")
+            ended = log.rfind(f"event=stepped_down component={name} ")
+            if began > ended and log.find(f"event=connected jid={name} ", began) >= 0:
+                held.add(name)
+        return held
 
     def serving(self) -> dict[str, ComponentProcess]:
         """Name -> the process serving it (shards and the directory)."""
@@ -101,11 +109,22 @@ class ShardedCluster:
                 found[name] = proc
         return found
 
-    async def wait_all_served(self, within: float = 60.0) -> dict[str, ComponentProcess]:
-        """Until the directory and every shard are served; name -> process."""
+    def settled(self) -> bool:
+        """Whether each name is claimed by exactly one process, none of them paused."""
+        for name in (SHARDED_JID, *SHARD_JIDS):
+            claims = [p.process.pid for p in self.claims(name) if p.process is not None]
+            if len(claims) != 1 or claims[0] in self.paused:
+                return False
+        return True
+
+    async def wait_all_served(
+        self, within: float = 60.0, *, settled: bool = False
+    ) -> dict[str, ComponentProcess]:
+        """Until the directory and every shard are served (with *settled*, each by
+        exactly one process: a resumed one has stepped down); name -> process."""
         wanted = {SHARDED_JID, *SHARD_JIDS}
         deadline = time.monotonic() + within
-        while not wanted <= set(found := self.serving()):
+        while not wanted <= set(found := self.serving()) or (settled and not self.settled()):
             if time.monotonic() > deadline:
                 logs = "\n".join(
                     f"--- {p.log_path.name}\n{p.run_log()[-4000:]}" for p in self.procs
@@ -114,7 +133,46 @@ class ShardedCluster:
             await asyncio.sleep(0.1)
         return found
 
+    def kill(self, proc: ComponentProcess) -> None:
+        """SIGKILL: a crash (a paused process is killed as it is)."""
+        if proc.process is not None:
+            self.paused.discard(proc.process.pid)
+        proc.kill()
+
+    def pause(self, proc: ComponentProcess) -> None:
+        """SIGSTOP: a hung process (its lease runs out; its sockets stay open)."""
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGSTOP)
+        self.paused.add(proc.process.pid)
+
+    def resume(self, proc: ComponentProcess) -> None:
+        assert proc.process is not None
+        os.kill(proc.process.pid, signal.SIGCONT)
+        self.paused.discard(proc.process.pid)
+
+    def terms(self, name: str) -> list[float]:
+        """When each term of *name* began (epoch seconds, the logs' clock: whole
+        seconds, rounded down), over every process's whole log, in order."""
+        found = re.compile(rf"^(\S+) .*event=lease_acquired name={re.escape(name)} ", re.M)
+        return sorted(
+            datetime.strptime(m.group(1), LOG_DATE_FORMAT).timestamp()
+            for p in self.procs
+            for m in found.finditer(p.log_text())
+        )
+
+    def takeovers(self, name: str) -> int:
+        """Terms of *name* begun after its first one."""
+        return max(0, len(self.terms(name)) - 1)
+
+    def claims(self, name: str) -> list[ComponentProcess]:
+        """Every live process whose log says it serves *name* now, paused ones too
+        (a paused process still believes it serves; so would a fenced one)."""
+        return [p for p in self.procs if name in self.serves(p, paused_too=True)]
+
     async def stop(self) -> None:
+        for proc in self.procs:
+            if proc.process is not None and proc.process.pid in self.paused:
+                self.resume(proc)
         await asyncio.gather(*(p.astop() for p in self.procs))
 
 
@@ -130,34 +188,50 @@ def admin_config(cluster: ShardedCluster, server: XmppServer, accounts: Any) -> 
     return admin
 
 
-async def placement_rows(url: str) -> dict[str, tuple[str, int]]:
-    """node -> (shard, epoch) as ``node_placement`` holds them now."""
+async def _fetch(url: str, query: str, *args: Any) -> list[Any]:
     import asyncpg
 
     from xmpp_queue.storage.lease import asyncpg_dsn
 
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
-        rows = await conn.fetch("SELECT node_id, shard, epoch FROM node_placement")
+        return list(await conn.fetch(query, *args))
     finally:
         await conn.close()
+
+
+async def placement_rows(url: str) -> dict[str, tuple[str, int]]:
+    """node -> (shard, epoch) as ``node_placement`` holds them now."""
+    rows = await _fetch(url, "SELECT node_id, shard, epoch FROM node_placement")
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
 async def ledger_of(url: str, node: str) -> list[tuple[str, str]]:
     """(kind, item id) of every ledger event of *node*, in order."""
-    import asyncpg
+    query = "SELECT kind, item_id FROM queue_events WHERE node = $1 ORDER BY id"
+    return [(str(r[0]), str(r[1])) for r in await _fetch(url, query, node)]
 
-    from xmpp_queue.storage.lease import asyncpg_dsn
 
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
-        rows = await conn.fetch(
-            "SELECT kind, item_id FROM queue_events WHERE node = $1 ORDER BY id", node
-        )
-    finally:
-        await conn.close()
-    return [(str(r[0]), str(r[1])) for r in rows]
+async def locks_per_holder(url: str, nodes: Iterable[str]) -> dict[str, int]:
+    """Full JID -> how many items of *nodes* are locked to it now (the service's
+    own count, what a subscription's ``queue_requests`` bounds)."""
+    query = (
+        "SELECT lock_jid, count(*) FROM items WHERE node_id = ANY($1::text[]) "
+        "AND locked_by IS NOT NULL GROUP BY lock_jid"
+    )
+    return {str(r[0]): int(r[1]) for r in await _fetch(url, query, list(nodes))}
+
+
+async def stored_items(url: str, nodes: Iterable[str]) -> dict[str, int]:
+    """node -> items still stored (waiting or locked); a node with none is absent."""
+    query = "SELECT node_id, count(*) FROM items WHERE node_id = ANY($1::text[]) GROUP BY node_id"
+    return {str(r[0]): int(r[1]) for r in await _fetch(url, query, list(nodes))}
+
+
+async def lease_holders(url: str) -> dict[str, str]:
+    """name -> holder (``host:pid``) of every unexpired lease, by the database's clock."""
+    query = "SELECT name, holder FROM leader_leases WHERE expires_at > now()"
+    return {str(r[0]): str(r[1]) for r in await _fetch(url, query)}
 
 
 @pytest.fixture

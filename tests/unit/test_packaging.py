@@ -21,7 +21,9 @@ def exec_lines(name: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("Exec")]
 
 
-@pytest.mark.parametrize("name", ["xmpp-queue.service", "xmpp-queue-healthcheck.service"])
+@pytest.mark.parametrize(
+    "name", ["xmpp-queue.service", "xmpp-queue@.service", "xmpp-queue-healthcheck.service"]
+)
 def test_the_units_run_the_venv_that_operations_md_installs(name: str) -> None:
     lines = exec_lines(name)
     assert lines and all(VENV_BIN in line for line in lines), lines
@@ -31,7 +33,12 @@ def test_the_units_run_the_venv_that_operations_md_installs(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "ceiling"), [("xmpp-queue.service", 2.0), ("xmpp-queue-healthcheck.service", 3.0)]
+    ("name", "ceiling"),
+    [
+        ("xmpp-queue.service", 2.0),
+        ("xmpp-queue@.service", 2.0),
+        ("xmpp-queue-healthcheck.service", 3.0),
+    ],
 )
 def test_systemd_analyze_rates_the_units_ok(name: str, ceiling: float) -> None:
     analyze = shutil.which("systemd-analyze")

@@ -58,3 +58,17 @@ def test_the_server_blocks_declare_every_name_with_the_configs_secret() -> None:
     assert {k: v for k, v in options.items() if k != "hosts"} == {
         k: v for k, v in read_ejabberd_listener(EJABBERD_EXAMPLE).items() if k != "hosts"
     }
+
+
+def test_the_units_it_starts_ship_and_run_its_config() -> None:
+    """Step 3 starts ``xmpp-queue@N``: the template ships, and runs the one config that
+    step 2 writes (every process the same file) without a probe that needs ``[http]``."""
+    config = re.search(
+        r"^\*\*2\. One config\*\* for every process \(`([^`]+)`\)", DOC.read_text(), re.M
+    )
+    assert config is not None
+    (script,) = [b for b in blocks("sh") if "systemctl enable" in b]
+    assert "xmpp-queue@$n.service" in script and f"migrate -c {config.group(1)}" in script
+    unit = (REPO_ROOT / "packaging" / "systemd" / "xmpp-queue@.service").read_text()
+    execs = [line for line in unit.splitlines() if line.startswith("Exec")]
+    assert execs == [f"ExecStart=/opt/xmpp-queue/venv/bin/xmpp-queue run -c {config.group(1)}"]

@@ -129,12 +129,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         status = asyncio.run(lease_status(url, settings.component.jid))
     except Exception as exc:
         raise database_failure(url, exc) from exc
-    print(status_text(status))
+    print(status_text(status, settings.database.lease_seconds))
     return EXIT_OK if status.holder else EXIT_FAILURE
 
 
-def status_text(status: Any) -> str:
-    """The lease and its members as lines an operator reads (times in UTC)."""
+def status_text(status: Any, ttl: float) -> str:
+    """The lease and its members as lines an operator reads (times in UTC); the
+    standbys are those seen within two lease terms of *ttl* seconds."""
 
     def ago(when: Any) -> str:
         return f"{(status.now - when).total_seconds():.1f}s ago"
@@ -148,8 +149,7 @@ def status_text(status: Any) -> str:
         )
     else:
         lines.append(f"{status.name}: no active process (last term {status.token})")
-    fresh = [m for m in status.members if (status.now - m.seen_at).total_seconds() < 60]
-    standbys = [m for m in fresh if m.role == "standby"]
+    standbys = status.standbys(ttl)
     lines.append(f"standbys: {len(standbys)}")
     for m in standbys:
         lines.append(

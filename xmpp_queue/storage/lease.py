@@ -286,6 +286,17 @@ class LeaseStatus:
     now: datetime
     members: tuple[Member, ...]
 
+    def standbys(self, ttl: float) -> list[Member]:
+        """Members standing by now: role standby, seen within two lease terms of
+        *ttl* seconds. A standby writes its row at every attempt (every ``poll``,
+        0.25 s); one not seen for two terms died, hung or lost the database, and
+        could not take over in time. (A killed process never removes its row.)"""
+        return [
+            m
+            for m in self.members
+            if m.role == STANDBY and (self.now - m.seen_at).total_seconds() < 2 * ttl
+        ]
+
 
 async def lease_status(url: str, name: str) -> LeaseStatus:
     conn = await asyncpg.connect(asyncpg_dsn(url), timeout=10)
