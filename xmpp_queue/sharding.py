@@ -63,6 +63,9 @@ class ShardTerm:
     domain: str
     placements: Any  # storage.placement.PlacementTable
     shards: tuple[str, ...] = ()  # every shard of [shards] (the targets of a move)
+    # The dashboard's reads of every shard's queues: a connection of their own, so a
+    # grouped pass over the items never holds up the guard's lookups and claims.
+    dashboard: Any = None
 
     async def open_store(self, fence: Any, backlog_bytes: int | None = None) -> Any:
         from xmpp_queue.storage.shard_backend import open_shard_store
@@ -84,6 +87,11 @@ class ShardTerm:
         from xmpp_queue.sharding_moves import ShardMover
 
         return ShardMover(self.domain, self.shards, store, self.placements, service, send_effects)
+
+    def deployment(self) -> Any:
+        """Every shard's queues for this shard's dashboard (the placement table reads
+        them from the shared database: ``core/deployment.py``)."""
+        return self.dashboard if self.dashboard is not None else self.placements
 
 
 def trial_order(domains: tuple[str, ...], holder: str) -> list[str]:
@@ -123,6 +131,7 @@ def _warm_up() -> None:
 
 async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
     """Stand by for the directory's lease, serve the directory, again if lost."""
+    from xmpp_queue.core.account_lists import AccountLists
     from xmpp_queue.storage.lease import PostgresLease
     from xmpp_queue.storage.placement import PlacementTable
     from xmpp_queue.xmpp.directory import Directory
@@ -145,6 +154,7 @@ async def _directory_loop(settings: Settings, stop: asyncio.Event) -> int:
                 core.access,
                 core.admins,
                 queue_defaults=core.defaults_for(True),
+                lists=AccountLists(placements),
             )
             component = DirectoryComponent(
                 comp.jid, comp.secret, comp.server_host, comp.server_port, directory
@@ -178,6 +188,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
     holder = next(iter(leases.values())).holder
     order = trial_order(shards.domains, holder)
     placements = PlacementTable(url)
+    dashboard = PlacementTable(url)  # connects on the first page read (core/deployment.py)
     terms: dict[str, asyncio.Task[int | None]] = {}
     status = 0
     standby: Any = None  # /healthz and /readyz (503) while this process serves no shard
@@ -212,7 +223,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
                 if standby is not None:  # the term's own listener takes the port
                     await standby.stop()
                     standby = None
-                term = ShardTerm(url, domain, placements, shards.domains)
+                term = ShardTerm(url, domain, placements, shards.domains, dashboard)
                 terms[domain] = asyncio.ensure_future(
                     serve_term(shard_settings(settings, domain), stop, lease, term)
                 )
@@ -229,6 +240,7 @@ async def _shard_pool(settings: Settings, stop: asyncio.Event) -> int:
             await lease.release()
             await lease.close()
         await placements.close()
+        await dashboard.close()
 
 
 async def shards_status(settings: Settings) -> tuple[str, bool]:

@@ -43,6 +43,7 @@ async def test_a_partitioned_queue_spreads_over_shards_and_keeps_per_key_order(
 
     seen: dict[str, list[int]] = defaultdict(list)
     processed: set[str] = set()
+    holding: list[int] = []  # the workers' in_flight, seen from inside a handler
     total = len(KEYS) * PER_KEY + 3
 
     async def handle(job: Job) -> None:
@@ -50,6 +51,7 @@ async def test_a_partitioned_queue_spreads_over_shards_and_keeps_per_key_order(
         if "key" in body:
             seen[body["key"]].append(body["n"])
         processed.add(job.item_id)
+        holding.append(sum(w.in_flight for w in workers))
         await asyncio.sleep(0.001)
 
     pub = Publisher(account(xmpp_server, accounts, "pub"), window=16)
@@ -104,3 +106,7 @@ async def test_a_partitioned_queue_spreads_over_shards_and_keeps_per_key_order(
         acked = {i for k, i in events if k == "acked"}
         assert acked == published, "every item of the partition acked"
     assert sum(w.stats.acked for w in workers) >= total
+    # A logical worker's in_flight is its partitions' locks: at least the job whose
+    # handler looked, at most the two windows; nothing held once they stopped.
+    assert 1 <= min(holding) and max(holding) <= 2 * 6, (min(holding), max(holding))
+    assert [w.in_flight for w in workers] == [0, 0]

@@ -8,6 +8,8 @@ A sharded deployment as an operator runs it: one config with ``[shards]``
 - placement: nodes created through the public name land on the shard their
   name hashes to; the directory's disco#items lists each with its shard JID;
   ``xmpp-queue status`` names who serves what;
+- node-less lists: all my subscriptions and affiliations, asked of the public
+  name, come back from every shard in one answer;
 - redirects: the directory and a wrong shard answer a node request with
   ``<redirect/>`` and the node's xmpp: URI; Worker and Publisher follow it, at
   the cost of one lookup per node (first contact only);
@@ -25,6 +27,12 @@ from typing import Any
 import pytest
 
 from tests.integration.queue_helpers import unique, wait_until
+from tests.integration.test_dashboard_browser import (  # noqa: F401  (the browser fixture)
+    browser,
+    off_loop,
+    screenshot,
+    wait_for,
+)
 from tests.kit.integration import SHARD_JIDS, SHARDED_JID, xmpp_queue_cli
 from tests.kit.shards import ShardedCluster, close_clients
 from xmpp_queue.client import Account, Job, Publisher, StanzaError, Worker, json_payload
@@ -35,6 +43,7 @@ from xmpp_queue.core.placement import node_uri, pick_shard
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 TIMEOUT = 60.0
+PUBSUB = "http://jabber.org/protocol/pubsub"
 
 
 def names_on_every_shard(prefix: str) -> list[str]:
@@ -46,6 +55,23 @@ def names_on_every_shard(prefix: str) -> list[str]:
         found.setdefault(pick_shard(name, SHARD_JIDS), name)
         n += 1
     return [found[s] for s in SHARD_JIDS]
+
+
+async def account_lists(
+    who: Account,
+) -> tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]:
+    """(node, jid) of each of *who*'s subscriptions and (node, affiliation) of each of
+    its affiliations, as the public name answers them (node-less requests)."""
+    link = await PubSubLink.connect(who)
+    try:
+        subs = await link.call(f"<pubsub xmlns='{PUBSUB}'><subscriptions/></pubsub>", "get")
+        affs = await link.call(f"<pubsub xmlns='{PUBSUB}'><affiliations/></pubsub>", "get")
+    finally:
+        await link.close()
+    return (
+        [(e.get("node"), e.get("jid")) for e in subs.iter(f"{{{PUBSUB}}}subscription")],
+        [(e.get("node"), e.get("affiliation")) for e in affs.iter(f"{{{PUBSUB}}}affiliation")],
+    )
 
 
 def account(server: Any, accounts: Any, user: str) -> Account:
@@ -110,6 +136,13 @@ async def test_placement_directory_and_redirects_the_client_follows(
             }
             for node in nodes:
                 assert items[node] == pick_shard(node, SHARD_JIDS)
+            # All my subscriptions / affiliations, asked of the public name: one answer
+            # over the three shards, read from the shared database (XEP-0060 5.6, 5.7).
+            w1_subs, w1_affs = await account_lists(account(xmpp_server, accounts, "w1"))
+            assert sorted(w1_subs) == sorted((w.node, w.jid) for w in workers)
+            assert w1_affs == []
+            _, pub_affs = await account_lists(account(xmpp_server, accounts, "pub"))
+            assert sorted(pub_affs) == sorted((n, "owner") for n in nodes)
             # A node asked for on the wrong shard: a redirect to the right one.
             home = pick_shard(nodes[0], SHARD_JIDS)
             wrong = next(s for s in SHARD_JIDS if s != home)
@@ -226,11 +259,35 @@ async def test_a_killed_shard_process_is_replaced_under_load_and_nothing_is_lost
     assert sharded.serving()[victim_shard] is not victim
 
 
+def placed_rows(driver: Any) -> dict[str, tuple[str, bool]]:
+    """The page's "Every shard" table: node -> (its shard, linked to its page)."""
+    from selenium.webdriver.common.by import By
+
+    found = {}
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#deployment-queues tbody tr[data-node]"):
+        shard = tr.find_element(By.CSS_SELECTOR, "td.shard").text
+        linked = bool(tr.find_elements(By.CSS_SELECTOR, "td.node a"))
+        found[str(tr.get_attribute("data-node"))] = (str(shard), linked)
+    return found
+
+
+def all_shown(
+    rows: dict[str, tuple[str, bool]], nodes: list[str]
+) -> dict[str, tuple[str, bool]] | None:
+    return rows if set(nodes) <= set(rows) else None
+
+
 async def test_a_process_serving_no_shard_is_alive_but_not_ready(
-    prosody: Any, pg_database: str, tmp_path: Any
+    prosody: Any,
+    accounts: Any,
+    pg_database: str,
+    tmp_path: Any,
+    browser: Any,  # noqa: F811
 ) -> None:
     """With ``per_process = 1`` and ``[http]`` (port 0: one config for every process),
-    a process serving no shard answers as a standby; a serving one is ready."""
+    a process serving no shard answers as a standby; a serving one is ready, and its
+    dashboard lists every queue of every shard (``/api/deployment``, and the page in
+    a real browser)."""
     import aiohttp
 
     cluster = ShardedCluster.make(prosody, pg_database, tmp_path, http={"listen": "127.0.0.1:0"})
@@ -241,6 +298,16 @@ async def test_a_process_serving_no_shard_is_alive_but_not_ready(
         serving = {id(served[s]) for s in SHARD_JIDS}
         (standby,) = [p for p in cluster.procs if id(p) not in serving]
         await wait_until(lambda: "event=http_listening" in standby.run_log(), 20, "listener")
+        nodes = names_on_every_shard(unique("seen"))
+        pub = Publisher(account(prosody, accounts, "pub"), window=4)
+        await pub.connect()
+        try:
+            for n, node in enumerate(nodes):
+                assert await pub.create_queue(node) is True
+                for i in range(n + 1):  # 1, 2, 3 items: each shard's own figure
+                    await pub.publish(node, json_payload({"i": i}), f"{node}-{i}")
+        finally:
+            await asyncio.wait_for(pub.close(), 20)
         async with aiohttp.ClientSession() as http:
 
             async def get(proc: Any, path: str) -> tuple[int, dict[str, Any]]:
@@ -250,6 +317,32 @@ async def test_a_process_serving_no_shard_is_alive_but_not_ready(
             assert (await get(standby, "/healthz"))[0] == 200
             status, body = await get(standby, "/readyz")
             assert status == 503 and body["role"] == "standby"
-            assert (await get(served[SHARD_JIDS[0]], "/readyz"))[0] == 200
+            here = served[SHARD_JIDS[0]]
+            assert (await get(here, "/readyz"))[0] == 200
+            # One shard's dashboard lists every shard's queues, each with its shard.
+            status, body = await get(here, "/api/deployment")
+            assert status == 200, body
+            listed = {q["node"]: q for q in body["queues"]}
+            for n, node in enumerate(nodes):
+                row = listed[node]
+                assert row["shard"] == pick_shard(node, SHARD_JIDS)
+                assert row["here"] is (row["shard"] == SHARD_JIDS[0])
+                assert (row["waiting"], row["in_flight"]) == (n + 1, 0), row
+            # A queue of another shard: its page is on that shard's dashboard.
+            status, body = await get(here, f"/api/queue?node={nodes[1]}")
+            assert status == 404 and SHARD_JIDS[1] in body["error"], body
+        # The page (Debian's chromium): the "Every shard" section, this shard's queue
+        # linked to its page, the others named with their shard.
+        await off_loop(browser.get, here.http_base() + "/")
+        shown = await off_loop(
+            wait_for,
+            browser,
+            lambda d: all_shown(placed_rows(d), nodes),
+            "every shard's queues on the page",
+        )
+        for node in nodes:
+            shard = pick_shard(node, SHARD_JIDS)
+            assert shown[node] == (shard, shard == SHARD_JIDS[0]), (node, shown)
+        await off_loop(screenshot, browser, tmp_path, "dashboard-shards.png")
     finally:
         await cluster.stop()

@@ -2,14 +2,16 @@
 
 The same answers as ``storage.placement.PlacementTable`` (whose SQL the storage
 and integration tests run): ``owner``, ``claim`` (first claim wins) and
-``listing`` (placed nodes that exist, with the requester's affiliation).
+``listing`` (placed nodes that exist, with the requester's affiliation), and
+one account's subscriptions and affiliations on placed nodes (the core's
+``AccountRecords`` port, as ``subscriptions_of`` / ``affiliations_of``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.core.model import Affiliation, AffiliationEntry, NodeConfig, Subscription, bare
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class MemoryPlacements:
     affiliations: dict[tuple[str, str], Affiliation] = field(default_factory=dict)
     reads: int = 0
     partition_of: dict[str, list[str]] = field(default_factory=dict)  # logical -> nodes
+    subscriptions: list[Subscription] = field(default_factory=list)  # oldest first
 
     def node(self, node_id: str, shard: str, config: NodeConfig | None = None) -> None:
         """An existing node *node_id* on *shard*."""
@@ -50,6 +53,18 @@ class MemoryPlacements:
             )
             for n, config in sorted(self.configs.items())
             if n in self.placed
+        ]
+
+    # --- one account over every shard (all my subscriptions / affiliations) ------------
+
+    async def subscriptions_of(self, account: str) -> list[Subscription]:
+        return [s for s in self.subscriptions if s.node in self.placed and bare(s.jid) == account]
+
+    async def affiliations_of(self, account: str) -> list[AffiliationEntry]:
+        return [
+            AffiliationEntry(node, jid, affiliation)
+            for (node, jid), affiliation in sorted(self.affiliations.items())
+            if jid == account and node in self.placed
         ]
 
     # --- partitioned queues (the directory's create and collection answers) ------------

@@ -16,6 +16,7 @@ import pytest
 from tests.kit.placements import MemoryPlacements
 from tests.kit.stanzas import ADMIN, ALICE, NS, OWNER, SERVICE, Stream, error_of, find
 from tests.kit.stanzas import pubsub as ps
+from xmpp_queue.core.account_lists import AccountLists
 from xmpp_queue.core.model import AccessModel, Affiliation, NodeConfig
 from xmpp_queue.core.placement import node_uri, parse_node_uri, pick_shard
 from xmpp_queue.core.service_access import ServiceAccess
@@ -57,6 +58,7 @@ def directory(placements: MemoryPlacements) -> Directory:
         placements,
         ServiceAccess.for_domain("example.org"),
         frozenset({"admin@example.org"}),
+        lists=AccountLists(placements),
     )
 
 
@@ -139,12 +141,12 @@ async def test_every_request_for_a_placed_node_is_redirected(
         assert redirect_of(await ask(directory, itype, ALICE, body)) == uri, body
 
 
-async def test_a_node_placed_nowhere_is_not_found_and_cross_shard_lists_are_refused(
+async def test_a_node_placed_nowhere_is_not_found_and_node_less_owner_requests_are_refused(
     directory: Directory,
 ) -> None:
     reply = await ask(directory, "get", ALICE, ps("<items node='ghost'/>"))
     assert error_of(reply)[:2] == ("cancel", "item-not-found")
-    reply = await ask(directory, "get", ALICE, ps("<subscriptions/>"))
+    reply = await ask(directory, "get", ALICE, ps("<subscriptions/>", NS["o"]))
     assert error_of(reply)[:2] == ("cancel", "feature-not-implemented")
     reply = await ask(directory, "get", ALICE, ps(""))
     assert error_of(reply)[:2] == ("modify", "bad-request")

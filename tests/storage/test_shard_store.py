@@ -13,7 +13,7 @@ from tests.kit.stores import empty_database
 from xmpp_queue.storage.placement import PlacementTable
 from xmpp_queue.storage.shard_backend import SEQ_BLOCK, NodeOnAnotherShard, open_shard_store
 
-from .samples import item, node
+from .samples import at, item, node, sub
 
 P0, P1 = "p0.queue.example.org", "p1.queue.example.org"
 
@@ -87,6 +87,97 @@ async def test_deleting_a_node_removes_its_placement(pg: str) -> None:
         assert await table.listing("w@example.org") == []
     finally:
         await a.close()
+        await table.close()
+
+
+async def test_one_accounts_subscriptions_and_affiliations_are_read_over_every_shard(
+    pg: str,
+) -> None:
+    """What the directory answers "all my subscriptions / affiliations" from: the
+    rows both shards committed, for the account's bare and full JIDs only."""
+    from xmpp_queue.core.account_lists import AccountLists
+    from xmpp_queue.core.model import Actor, Affiliation, SubscriptionState
+
+    a = await open_shard_store(pg, None, P0)
+    b = await open_shard_store(pg, None, P1)
+    table = PlacementTable(pg)
+    w = "w@example.org"
+    try:
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs", queue=True))
+            await tx.affiliations.set("jobs", w, Affiliation.PUBLISHER)
+            await tx.subscriptions.add(sub("jobs", f"{w}/one", "s1", queue_requests=4))
+            await tx.subscriptions.add(sub("jobs", "w@example.org.evil/x", "s2"))
+            await tx.commit()
+        async with b.transaction() as tx:
+            await tx.nodes.add(node("mail"))
+            await tx.affiliations.set("mail", w, Affiliation.OUTCAST)
+            await tx.affiliations.set("mail", "other@example.org", Affiliation.OWNER)
+            await tx.subscriptions.add(sub("mail", w, "s3", created_at=at(5)))
+            await tx.commit()
+        lists = AccountLists(table)
+        subs = await lists.subscriptions(Actor(f"{w}/anything"))
+        assert [(s.node, s.jid, s.subid) for s in subs] == [
+            ("jobs", f"{w}/one", "s1"),
+            ("mail", w, "s3"),
+        ]
+        assert subs[0].queue_requests == 4 and subs[0].state is SubscriptionState.SUBSCRIBED
+        assert subs[1].created_at == at(5)
+        affs = await lists.affiliations(Actor(w))
+        assert [(e.node, e.affiliation) for e in affs] == [
+            ("jobs", Affiliation.PUBLISHER),
+            ("mail", Affiliation.OUTCAST),
+        ]
+        assert await lists.subscriptions(Actor("nobody@example.org")) == []
+        assert await lists.affiliations(Actor("nobody@example.org")) == []
+    finally:
+        await a.close()
+        await b.close()
+        await table.close()
+
+
+async def test_every_shards_queues_are_read_with_their_committed_counts(pg: str) -> None:
+    """What every shard's dashboard lists (``/api/deployment``): each queue placed on
+    any shard, its shard, and the counts its shard committed."""
+    a = await open_shard_store(pg, None, P0)
+    b = await open_shard_store(pg, None, P1)
+    table = PlacementTable(pg)
+    try:
+        async with a.transaction() as tx:
+            await tx.nodes.add(node("jobs", queue=True))
+            await tx.nodes.add(node("news"))  # not a queue: not listed
+            await tx.items.put(item("jobs", "w1", published_at=at(1)))
+            await tx.items.put(item("jobs", "w2", published_at=at(2), available_at=at(100)))
+            await tx.items.put(
+                item(
+                    "jobs",
+                    "f1",
+                    locked_by="s1",
+                    lock_jid="w@example.org/one",
+                    locked_at=at(3),
+                    lock_expires_at=at(300),
+                )
+            )
+            await tx.subscriptions.add(sub("jobs", "w@example.org/one", "s1", queue_requests=2))
+            await tx.commit()
+        async with b.transaction() as tx:
+            await tx.nodes.add(node("mail", queue=True))
+            await tx.commit()
+        rows = await table.placed_queues(at(10))
+        assert [(r.node, r.shard) for r in rows] == [("jobs", P0), ("mail", P1)]
+        jobs, mail = rows
+        assert (jobs.waiting, jobs.delayed, jobs.in_flight, jobs.subscribers) == (2, 1, 1, 1)
+        assert jobs.oldest_waiting == at(1)
+        assert (mail.waiting, mail.in_flight, mail.subscribers, mail.oldest_waiting) == (
+            0,
+            0,
+            0,
+            None,
+        )
+        assert (await table.placed_queues(at(200)))[0].delayed == 0  # its time came
+    finally:
+        await a.close()
+        await b.close()
         await table.close()
 
 

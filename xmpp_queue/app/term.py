@@ -48,6 +48,8 @@ class ShardTerm(Protocol):
 
     def mover(self, store: Any, service: Any, send_effects: Any) -> Any: ...
 
+    def deployment(self) -> Any: ...  # every shard's queues (core.deployment.DeploymentReader)
+
 
 async def serve_term(
     settings: Settings,
@@ -160,6 +162,7 @@ async def serve_term(
                     outbox,
                     state_store.health,
                     pushes,
+                    None if shard is None else shard.deployment(),
                 )
             except OSError as exc:
                 assert settings.http is not None
@@ -215,9 +218,12 @@ async def _start_http(
     outbox: Outbox,
     writes: WriteHealth,
     pushes: Any = None,
+    deployment: Any = None,
 ) -> Any:
-    """Build and start the operations listener (metrics, probes, dashboard)."""
+    """Build and start the operations listener (metrics, probes, dashboard); a shard's
+    also lists every shard's queues (*deployment*, ``http/deployment.py``)."""
     from xmpp_queue.http.actions import DashboardActions
+    from xmpp_queue.http.deployment import DeploymentView
     from xmpp_queue.http.health import HealthChecks
     from xmpp_queue.http.server import OpsServer
 
@@ -242,6 +248,11 @@ async def _start_http(
         jid=settings.component.jid,
         allowed_hosts=http.allowed_hosts,
         push_views=None if pushes is None else _push_views(pushes),
+        deployment=(
+            None
+            if deployment is None
+            else DeploymentView(deployment, settings.component.jid, utc_now)
+        ),
     )
     await ops.start()
     return ops

@@ -171,8 +171,9 @@ class Worker:
 
     @property
     def in_flight(self) -> int:
-        """Items this worker holds a lock on right now."""
-        return 0 if self._runner is None else self._runner.held
+        """Items this worker holds a lock on right now (partitioned: over its partitions)."""
+        held = 0 if self._runner is None else self._runner.held
+        return held if self._parts is None else self._parts.in_flight
 
     @property
     def link(self) -> PubSubLink | None:
@@ -181,8 +182,9 @@ class Worker:
 
     @property
     def reconnects(self) -> int:
-        """How often the stream was lost and logged in again."""
-        return 0 if self._session is None else self._session.reconnects
+        """How often the stream was lost and logged in again (partitioned: summed)."""
+        own = 0 if self._session is None else self._session.reconnects
+        return own if self._parts is None else self._parts.reconnects
 
     @property
     def stopping(self) -> bool:

@@ -9,7 +9,8 @@ place, each with its own stream (resource ``<name>-<i>``: a lock belongs to one
 full JID, and each partition's shard sees its own subscriber), the same handler
 and a share of the window: ``queue_requests`` spread as evenly as possible,
 each partition at least 1 (so with fewer requests than partitions the window
-grows to k). Their counts add up in the worker's ``stats``. Stopping the worker
+grows to k). Their counts add up in the worker's ``stats``, their held locks in
+its ``in_flight``. Stopping the worker
 drains every partition's worker; the worker ends when they all have ended.
 """
 
@@ -34,6 +35,16 @@ class PartitionWorkers:
         self.parent = parent
         self.children = children
         self._watch: asyncio.Task[None] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Locks held over every partition (the logical worker's ``in_flight``)."""
+        return sum(int(child.in_flight) for child in self.children)
+
+    @property
+    def reconnects(self) -> int:
+        """Streams lost and logged in again, over every partition's worker."""
+        return sum(int(child.reconnects) for child in self.children)
 
     async def start(self) -> None:
         started = []

@@ -10,6 +10,8 @@ Routes:
 - ``GET /``, ``GET /queue?node=N``: the dashboard (static files that poll the
   JSON below).
 - ``GET /api/queues``, ``GET /api/queue?node=N``: the figures as JSON.
+- ``GET /api/deployment``: on a shard of a sharded deployment, every queue of
+  every shard from the shared database (``deployment.py``); 404 otherwise.
 - ``POST /api/actions/{unlock|purge|redrive|affiliation|delete-item|move-item|
   push-add|push-remove}``: admin actions, behind the token (``actions.py``,
   ``push_actions.py``); ``POST /api/token`` tells the page whether a token is right.
@@ -37,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from xmpp_queue.core.errors import ItemNotFound, NodeNotFound, NotAQueue, PubSubError
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.http.actions import DashboardActions, Refused, check_token
+from xmpp_queue.http.deployment import DeploymentView
 from xmpp_queue.http.guard import HostGuard
 from xmpp_queue.http.health import HealthChecks
 from xmpp_queue.http.metrics import QueueMetrics
@@ -79,11 +82,13 @@ class OpsServer:
         jid: str = "",
         allowed_hosts: Sequence[str] = (),
         push_views: PushViews | None = None,
+        deployment: DeploymentView | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.service = service
         self._push_views = push_views
+        self.deployment = deployment  # a shard's view of every shard (None: unsharded)
         self.metrics = metrics
         self.health = health
         self.actions = actions
@@ -107,6 +112,7 @@ class OpsServer:
         r.add_get("/static/{name}", self.get_static)
         r.add_get("/api/queues", self.get_queues)
         r.add_get("/api/queue", self.get_queue)
+        r.add_get("/api/deployment", self.get_deployment)
         r.add_post("/api/token", self.post_token)
         r.add_post("/api/actions/{action}", self.post_action)
         return app
@@ -178,6 +184,7 @@ class OpsServer:
                 "service": self.jid,
                 "connected": self.metrics.is_connected,
                 "admin_actions": self._token is not None,
+                "sharded": self.deployment is not None,  # /api/deployment answers
                 "interval": self.rates.interval,
                 "total": page.total,
                 "matched": page.matched,
@@ -195,6 +202,9 @@ class OpsServer:
         try:
             page = await queue_page(self.service, node, self.metrics.activity)
         except (NodeNotFound, NotAQueue) as exc:
+            shard = None if self.deployment is None else await self.deployment.elsewhere(node)
+            if shard is not None:  # a queue of another shard: its page is on that dashboard
+                return _error(404, f"'{node}' is served by {shard}: open that shard's dashboard")
             return _error(404, str(exc) or f"no queue '{node}'")
         row = next((r for r in await self.overview.rows() if r.node == node), None)
         page["summary"] = summary_json(row) if row is not None else None
@@ -204,6 +214,16 @@ class OpsServer:
         # Push subscriptions, masked by the registry (secrets and the URL's query).
         page["push"] = list(await self._push_views(node)) if self._push_views else []
         return web.json_response(page)
+
+    async def get_deployment(self, request: web.Request) -> web.Response:
+        if self.deployment is None:
+            return _error(404, "not a shard of a sharded deployment")
+        try:
+            body = await self.deployment.as_json(self.jid)
+        except Exception as exc:  # the shared database is away: say so, once per poll
+            log.warning("event=deployment_read_failed error=%s", type(exc).__name__)
+            return _error(503, "the shared database did not answer; try again")
+        return web.json_response(body)
 
     # --- admin -----------------------------------------------------------------------------
     async def post_token(self, request: web.Request) -> web.Response:

@@ -17,7 +17,13 @@ Who writes a row:
 
 Reads: a shard asks ``owner`` only for a node it does not hold (the error path:
 a request for a node it does not serve is redirected), and caches the answer
-for a moment; the directory asks for every node request it redirects.
+for a moment; the directory asks for every node request it redirects. The
+directory also reads one account's subscriptions and affiliations on every
+placed node (``subscriptions_of``, ``affiliations_of``: the core's
+``AccountRecords`` port), to answer "all my subscriptions / affiliations" for
+every shard at once; what the shards have committed is what it lists. And
+every shard's dashboard reads every placed queue's counts (``placed_queues``:
+the core's ``DeploymentReader``, ``core/deployment.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +32,20 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
-from xmpp_queue.core.model import Affiliation, NodeConfig
+from xmpp_queue.core.deployment import PlacedQueue
+from xmpp_queue.core.model import (
+    Affiliation,
+    AffiliationEntry,
+    NodeConfig,
+    Subscription,
+    SubscriptionState,
+)
 from xmpp_queue.storage import codec
+from xmpp_queue.storage.item_values import utc, utc_opt
 from xmpp_queue.storage.lease import DATABASE_ERRORS, asyncpg_dsn
 
 log = logging.getLogger("xmpp_queue.storage.placement")
@@ -45,6 +60,61 @@ SELECT p.node_id, p.shard, n.config, a.affiliation
   FROM node_placement p
   JOIN nodes n ON n.node_id = p.node_id
   LEFT JOIN affiliations a ON a.node_id = p.node_id AND a.jid = $1
+ ORDER BY p.node_id
+"""
+# One account's rows on every placed node: its bare JID and each of its full JIDs.
+_ACCOUNT_SUBSCRIPTIONS = """
+SELECT s.node_id, s.jid, s.subid, s.state, s.queue_requests, s.options, s.created_at,
+       s.last_activity
+  FROM subscriptions s
+  JOIN node_placement p ON p.node_id = s.node_id
+ WHERE s.jid = $1 OR starts_with(s.jid, $1 || '/')
+ ORDER BY s.id
+"""
+_ACCOUNT_AFFILIATIONS = """
+SELECT a.node_id, a.jid, a.affiliation
+  FROM affiliations a
+  JOIN node_placement p ON p.node_id = a.node_id
+ WHERE a.jid = $1
+ ORDER BY a.node_id
+"""
+# Every placed node with its item counts (the dashboard's deployment view); queue
+# nodes are picked from the config in Python. The items are counted per node first
+# (one grouped pass over the node_id index), then joined to the placed nodes.
+_PLACED_COUNTS = """
+WITH counts AS (
+  SELECT node_id,
+         count(*) FILTER (WHERE locked_by IS NULL) AS waiting,
+         count(*) FILTER (WHERE locked_by IS NULL AND available_at > $1) AS delayed,
+         count(*) FILTER (WHERE locked_by IS NOT NULL) AS in_flight,
+         min(published_at) FILTER (WHERE locked_by IS NULL) AS oldest
+    FROM items
+   WHERE acked_at IS NULL
+   GROUP BY node_id
+), subs AS (
+  SELECT node_id, count(*) AS subscribers FROM subscriptions GROUP BY node_id
+)
+SELECT p.node_id, p.shard, n.config,
+       coalesce(c.waiting, 0) AS waiting, coalesce(c.delayed, 0) AS delayed,
+       coalesce(c.in_flight, 0) AS in_flight, c.oldest,
+       coalesce(s.subscribers, 0) AS subscribers
+  FROM node_placement p
+  JOIN nodes n ON n.node_id = p.node_id
+  LEFT JOIN counts c ON c.node_id = p.node_id
+  LEFT JOIN subs s ON s.node_id = p.node_id
+ ORDER BY p.node_id
+"""
+_COUNTS = """
+SELECT p.node_id, p.shard, n.config,
+       count(i.seq) FILTER (WHERE i.locked_by IS NULL) AS waiting,
+       count(i.seq) FILTER (WHERE i.locked_by IS NULL AND i.available_at > $1) AS delayed,
+       count(i.seq) FILTER (WHERE i.locked_by IS NOT NULL) AS in_flight,
+       min(i.published_at) FILTER (WHERE i.locked_by IS NULL) AS oldest,
+       (SELECT count(*) FROM subscriptions s WHERE s.node_id = p.node_id) AS subscribers
+  FROM node_placement p
+  JOIN nodes n ON n.node_id = p.node_id
+  LEFT JOIN items i ON i.node_id = p.node_id AND i.acked_at IS NULL
+ GROUP BY p.node_id, p.shard, n.config
  ORDER BY p.node_id
 """
 _COUNTS = "SELECT shard, count(*) FROM node_placement GROUP BY shard"
@@ -162,6 +232,32 @@ class PlacementTable:
             for r in rows
         ]
 
+    async def subscriptions_of(self, account: str) -> list[Subscription]:
+        """Subscriptions of *account* (bare JID) and its full JIDs on every placed
+        node, oldest first (the core's ``AccountRecords``)."""
+        rows = await self._fetch(_ACCOUNT_SUBSCRIPTIONS, account)
+        return [
+            Subscription(
+                str(r["node_id"]),
+                str(r["jid"]),
+                str(r["subid"]),
+                SubscriptionState(r["state"]),
+                utc(r["created_at"]),
+                r["queue_requests"],
+                codec.decode_options(r["options"]),
+                utc_opt(r["last_activity"]),
+            )
+            for r in rows
+        ]
+
+    async def affiliations_of(self, account: str) -> list[AffiliationEntry]:
+        """*account*'s (bare JID) affiliations on every placed node, by node."""
+        rows = await self._fetch(_ACCOUNT_AFFILIATIONS, account)
+        return [
+            AffiliationEntry(str(r["node_id"]), str(r["jid"]), Affiliation(r["affiliation"]))
+            for r in rows
+        ]
+
     async def partitions(self, logical: str) -> list[tuple[str, str]]:
         """(partition node, shard) of a partitioned queue, in partition order; empty
         when *logical* is not one."""
@@ -204,6 +300,24 @@ class PlacementTable:
             self._cache[node] = (time.monotonic(), shard)
         log.info("event=partitions_created queue=%s partitions=%d", logical, len(placed))
         return True
+
+    async def placed_queues(self, now: datetime) -> list[PlacedQueue]:
+        """Every queue placed on any shard with its committed counts (the core's
+        ``DeploymentReader``), by node name."""
+        rows = await self._fetch(_PLACED_COUNTS, now)
+        return [
+            PlacedQueue(
+                str(r["node_id"]),
+                str(r["shard"]),
+                int(r["waiting"]),
+                int(r["delayed"]),
+                int(r["in_flight"]),
+                int(r["subscribers"]),
+                utc_opt(r["oldest"]),
+            )
+            for r in rows
+            if codec.decode_config(r["config"]).queue
+        ]
 
     async def counts(self) -> dict[str, int]:
         """Nodes placed on each shard (``xmpp-queue status``)."""

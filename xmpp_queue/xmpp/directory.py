@@ -16,8 +16,9 @@ public name, served by whichever process holds its lease. It answers:
 - **every other request naming a node** (pubsub, pubsub#owner, queueing,
   disco with a node): a redirect to the node's shard (``redirect.py``), or
   item-not-found when it is placed nowhere;
-- node-less listings that span shards (all my subscriptions, affiliations):
-  feature-not-implemented (ask each shard; not built);
+- the node-less listings that span shards, all my subscriptions (§5.6) and all
+  my affiliations (§5.7): answered from the shared database for every shard
+  (``directory_lists.py``, through the core's ``AccountLists``);
 - a stranger (``[access] users``) is refused as the component refuses one.
 
 The directory holds no state of its own: placements are read from the database
@@ -34,10 +35,12 @@ from typing import Protocol
 from xml.etree import ElementTree as ET
 
 from xmpp_queue.core.access import visible
+from xmpp_queue.core.account_lists import AccountLists
 from xmpp_queue.core.errors import BadRequest
 from xmpp_queue.core.model import Actor, Affiliation, Node, NodeConfig
 from xmpp_queue.core.placement import pick_shard
 from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.xmpp import directory_lists as dl
 from xmpp_queue.xmpp import directory_partitions as dp
 from xmpp_queue.xmpp.handlers import locate
 from xmpp_queue.xmpp.redirect import STANZAS, NodeElsewhere, redirect_reply
@@ -119,6 +122,7 @@ class Directory:
         admins: frozenset[str] = frozenset(),
         name: str = "xmpp-queue directory",
         queue_defaults: NodeConfig | None = None,
+        lists: AccountLists | None = None,
     ) -> None:
         self.jid = jid
         self.shards = tuple(shards)
@@ -129,6 +133,9 @@ class Directory:
         self._turn = itertools.cycle(self.shards)
         # A partitioned queue's partitions start from these (the shards' queue defaults).
         self.queue_defaults = queue_defaults or NodeConfig(queue=True)
+        # All my subscriptions / affiliations over every shard (None: not answered).
+        self.lists = lists
+        self.features = FEATURES + (dl.FEATURES if lists is not None else ())
 
     async def answer(self, iq: ET.Element) -> str | None:
         """The reply to *iq* (get or set), or None for anything that needs none."""
@@ -170,7 +177,7 @@ class Directory:
                 return self._result(iq, dp.collection_items(node, parts))
             return self._error(iq, "cancel", "item-not-found", f"no node {node}")
         if ns == DISCO_INFO:
-            features = "".join(f"<feature var={_q(f)}/>" for f in FEATURES)
+            features = "".join(f"<feature var={_q(f)}/>" for f in self.features)
             body = (
                 f"<query xmlns='{DISCO_INFO}'><identity category='pubsub' type='service' "
                 f"name={_q(self.name)}/>{features}</query>"
@@ -185,7 +192,7 @@ class Directory:
         return self._result(iq, f"<query xmlns='{DISCO_ITEMS}'>{''.join(items)}</query>")
 
     async def _pubsub(self, iq: ET.Element, request: ET.Element, actor: Actor) -> str:
-        _, verb = _split(request.tag)
+        ns, verb = _split(request.tag)
         node = request.get("node") or None
         if verb == "create":
             if not self.access.may_create(actor, self.admins):
@@ -209,6 +216,9 @@ class Directory:
         if node is None:
             if verb == "default":
                 raise NodeElsewhere(None, self.shards[0])
+            asks_list = ns == PUBSUB and verb in dl.LISTINGS and iq.get("type") == "get"
+            if asks_list and self.lists is not None:
+                return self._result(iq, await dl.listing_body(self.lists, verb, actor))
             return self._error(
                 iq, "cancel", "feature-not-implemented", "ask each shard (see disco#items)"
             )

@@ -160,6 +160,7 @@ async function refreshOverview() {
     offset: String(view.offset), limit: String(view.limit) });
   const data = await api(`/api/queues?${params}`);
   header(data);
+  sharded = Boolean(data.sharded);
   if (data.matched && view.offset >= data.matched) {  // the filter left fewer pages
     view.offset = Math.max(0, Math.floor((data.matched - 1) / view.limit) * view.limit);
     return refreshOverview();
@@ -187,8 +188,9 @@ async function refreshOverview() {
     (data.matched !== data.total ? ` (filtered from ${fmt(data.total)})` : "");
   document.getElementById("prev").disabled = view.offset === 0;
   document.getElementById("next").disabled = lastRow >= data.matched;
+  const where = sharded ? ` on this shard (${data.service})` : "";
   document.getElementById("summary").textContent =
-    `${fmt(data.total)} queue(s): ${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight.`;
+    `${fmt(data.total)} queue(s)${where}: ${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight.`;
 }
 
 function setUpOverview() {
@@ -222,6 +224,53 @@ function setUpOverview() {
     view.offset = 0;
     refreshOverview().catch((e) => showError(`cannot load: ${e.message}`));
   });
+}
+
+// --- every shard (a sharded deployment) -------------------------------------------------
+
+// A shard's dashboard also lists every queue of the deployment, read from the shared
+// database (/api/deployment, asked only when /api/queues says "sharded"). A queue
+// of this shard links to its page; another shard's queue names that shard (its page is
+// on that shard's dashboard).
+const DEPLOYMENT_SPEC = {
+  columns: 7, empty: "no queue on any shard", rowClass: "placed", attr: "data-node",
+  key: (q) => q.node,
+  cellClasses: ["node", "shard", "num waiting", "num delayed", "num in-flight", "num oldest",
+    "num subscribers"],
+  texts: (q) => [q.node, q.shard, fmt(q.waiting), fmt(q.delayed), fmt(q.in_flight),
+    duration(q.oldest_waiting_seconds), fmt(q.subscribers)],
+};
+let deploymentAt = 0;
+let sharded = false;
+
+async function refreshDeployment() {
+  if (!sharded || Date.now() - deploymentAt < 5000) return;  // the server reads every 5 s
+  deploymentAt = Date.now();
+  const summary = document.getElementById("deployment-summary");
+  document.getElementById("deployment").hidden = false;
+  let data;
+  try {
+    data = await api("/api/deployment");
+  } catch (e) {  // the shard's own queues above still show
+    summary.textContent = `cannot read every shard's queues: ${e.message}`;
+    return;
+  }
+  syncRows("#deployment-queues", data.queues, DEPLOYMENT_SPEC);
+  const byNode = new Map(data.queues.map((q) => [q.node, q]));
+  for (const tr of document.querySelectorAll("#deployment-queues tbody tr[data-node]")) {
+    const q = byNode.get(tr.dataset.key);
+    const name = tr.children[0];
+    const linked = Boolean(name.querySelector("a"));  // a moved queue gains or loses its link
+    if (q.here && !linked) {
+      name.replaceChildren(el("a", { href: `/queue?node=${encodeURIComponent(q.node)}` }, q.node));
+    } else if (!q.here && linked) {
+      name.replaceChildren(q.node);
+    }
+  }
+  summary.textContent =
+    `${fmt(data.queues.length)} queue(s) on ${fmt(data.shards.length)} shard(s): ` +
+    `${fmt(data.waiting)} waiting, ${fmt(data.in_flight)} in flight ` +
+    `(committed figures from the shared database; this page is ${data.shard}'s).`;
 }
 
 // --- one queue --------------------------------------------------------------------------
@@ -477,7 +526,8 @@ function setUpPushForm(form) {
 
 function start() {
   const page = document.body.dataset.page;
-  const refresh = page === "queue" ? refreshQueue : refreshOverview;
+  const overview = async () => { await refreshOverview(); await refreshDeployment(); };
+  const refresh = page === "queue" ? refreshQueue : overview;
   setUpSignIn(refresh);
   if (page === "overview") setUpOverview();
   const tick = async () => {
