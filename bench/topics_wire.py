@@ -11,6 +11,7 @@ ordinary node `topic`, each item with one attribute `region` = `r0`..`r9` in tur
 - **1x10**: one bound queue whose filter keeps `r0` (the topic's items 90 % dropped);
 - **5x10**: five bound queues, queue k keeping `rk` (each filter drops 90 %; half the
   topic's items are copied somewhere, each copy a full queue publish);
+- **5x0**: five bound queues whose filters keep nothing (what filtering alone costs);
 
 each bound queue with `--workers` XMPP workers (`pubsub#queue_requests`
 `--queue-requests`) acking every copy as its notification arrives, in the same
@@ -22,7 +23,7 @@ the last ack, publish round-trip latency, CPU µs per publish of the component,
 Prosody and this process, and the other load on the machine (cores busy outside
 the benchmark's processes). Then each bound scenario's publisher rate as a share
 of the unbound one's (target >= 90 %). Scenarios alternate (unbound, 1x10, 5x10,
-unbound ...) and the median run of each is shown. `--compare-src DIR` also runs
+5x0, unbound ...) and the median run of each is shown. `--compare-src DIR` also runs
 every scenario with the component of checkout DIR, interleaved.
 
 Run from the repository root:
@@ -69,8 +70,8 @@ from wire import LightClient
 
 TOPIC = "topic"
 REGIONS = 10
-SHAPES = {"unbound": 0, "1x10": 1, "5x10": 5}
-"""Scenario -> bound queues; queue k keeps region `rk`."""
+SHAPES = {"unbound": (0, True), "1x10": (1, True), "5x10": (5, True), "5x0": (5, False)}
+"""Scenario -> (bound queues, whether queue k keeps region `rk`; else it keeps nothing)."""
 REGION_HEADERS = [
     f"<headers xmlns='{SHIM}'><header name='region'>r{k}</header></headers>".encode()
     for k in range(REGIONS)
@@ -139,16 +140,16 @@ class Run:
 
 class TopicBench(Bench):
     async def run_topic(self, scenario: Scenario) -> Run:
-        queues = SHAPES[scenario.target]
+        queues, keeping = SHAPES[scenario.target]
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
         server = self._start_component("sqlite", tmp, src=Path(scenario.src or REPO))
         try:
-            return await self._drive_topic(scenario, queues, server)
+            return await self._drive_topic(scenario, queues, keeping, server)
         finally:
             server.stop()
 
     async def _set_up_topic(
-        self, server: Child, pub: LightClient, workers: list[list[LightClient]]
+        self, server: Child, pub: LightClient, workers: list[list[LightClient]], keeping: bool
     ) -> None:
         a = self.args
         await wait_ready(pub, QUEUE_DOMAIN, server, a.start_timeout)
@@ -157,7 +158,7 @@ class TopicBench(Bench):
             fields = {
                 "pubsub#queue": "1",
                 "pubsub#queue_topic": TOPIC,
-                "pubsub#queue_filter": f'attributes.region = "r{k}"',
+                "pubsub#queue_filter": f'attributes.region = "{"r" if keeping else "none"}{k}"',
             }
             steps.append(create_node(QUEUE_DOMAIN, f"q{k}", fields, f"c-q{k}"))
             steps.append(queue_members(QUEUE_DOMAIN, f"q{k}", [w.bare for w in group]))
@@ -174,7 +175,9 @@ class TopicBench(Bench):
                 if not is_result(answer):
                     raise SetupError(f"subscribe failed: {answer[:600]!r}")
 
-    async def _drive_topic(self, scenario: Scenario, queues: int, server: Child) -> Run:
+    async def _drive_topic(
+        self, scenario: Scenario, queues: int, keeping: bool, server: Child
+    ) -> Run:
         a = self.args
         pub = self._client("publisher", "load")
         groups = [
@@ -185,7 +188,8 @@ class TopicBench(Bench):
         clients = [pub, *workers]
         try:
             await asyncio.gather(*(c.connect() for c in clients))
-            await self._set_up_topic(server, pub, groups)
+            await self._set_up_topic(server, pub, groups, keeping)
+            kept = queues if keeping else 0
             warm, n = a.warmup, a.items
             tracker = TopicTracker(warm + n)
             publisher = RegionPublisher(pub, QUEUE_DOMAIN, TOPIC, tracker)
@@ -193,11 +197,11 @@ class TopicBench(Bench):
             for k, group in enumerate(groups):
                 for w in group:
                     w.hand_over(Worker(w, QUEUE_DOMAIN, f"q{k}", tracker).handle)
-            tracker.expect_topic(0, warm, copies_in(0, warm, queues))
+            tracker.expect_topic(0, warm, copies_in(0, warm, kept))
             publisher.start_window(0, warm, scenario.window)
             if not await wait_done(tracker, clients, server, a.batch_timeout):
                 raise SetupError("warm-up did not complete")
-            tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, queues))
+            tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
             assert self.prosody.pid is not None
             meter = CpuMeter(server.pid, self.prosody.pid)
             publisher.start_window(warm, warm + n, scenario.window)
@@ -269,7 +273,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 async def run_all(args: argparse.Namespace) -> list[Run]:
     users = {"publisher": PASSWORD} | {
-        f"worker{k}": PASSWORD for k in range(max(SHAPES.values()) * args.workers)
+        f"worker{k}": PASSWORD for k in range(max(q for q, _ in SHAPES.values()) * args.workers)
     }
     runs: list[Run] = []
     plan = [s for _ in range(args.repeat) for s in scenarios(args)]
