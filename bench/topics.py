@@ -238,6 +238,43 @@ async def publisher_rate(
         await service.stop()
 
 
+async def fan_out_cost(filters: tuple[str, ...], calls: int = 20000) -> Rates:
+    """CPU µs of one fan-out (``Topics.fan_out``: finding the topic's bound queues and
+    calling their filters) for an item none of them keeps, alone: the part of a
+    publish that filtering adds, without the rest of the publish's noise. Best of
+    5 stretches of *calls* (the figure is given twice, to fit the rounds' table)."""
+    from xmpp_queue.core.batcher import Work
+    from xmpp_queue.core.model import NewItem
+
+    service = await new_service()
+    try:
+        await service.create_node(OWNER, "topic", {})
+        for k, filt in enumerate(filters):
+            await queue(service, f"q{k}", "topic", filt, 0)
+        item = NewItem("i", "<job/>", 6, {"region": "r3"})
+        fan_out = service._topics.fan_out
+        fastest = float("inf")
+        async with service.store.transaction() as tx:
+            topic = await tx.nodes.get("topic")
+            assert topic is not None
+            work = Work(tx=tx, now=utc_now())
+            for _ in range(5):
+                start = time.process_time()
+                for _ in range(calls):
+                    await fan_out(work, topic, "i", item, OWNER.jid)
+                fastest = min(fastest, (time.process_time() - start) / calls * 1e6)
+        return fastest, fastest
+    finally:
+        await service.stop()
+
+
+COSTS = {
+    "fan-out µs, no bound queue": (),
+    "fan-out µs, 5 queues keeping nothing": SHAPES["5 queues keeping nothing"],
+}
+"""The fan-out cost cases (``fan_out_cost``)."""
+
+
 def best(runs: list[Rates]) -> Rates:
     """The fastest round of a case, on each clock: other work on the machine only ever
     slows a round (stretching wall-clock time, and CPU time through shared caches and
@@ -263,6 +300,8 @@ async def one_round(items: int, lanes: int) -> dict[str, Rates]:
     for name, filters in SHAPES.items():
         for workers in (WORKERS, 0):
             out[shaped_case(name, workers)] = await publisher_rate(items, lanes, filters, workers)
+    for name, filters in COSTS.items():
+        out[name] = await fan_out_cost(filters)
     return out
 
 
@@ -291,8 +330,11 @@ def report(label: str, runs: dict[str, list[Rates]]) -> None:
     line("unbound topic, the publisher", plain, "publishes/s")
     print("  filtered topics, the publisher's rate against unbound (target >= 90 %):")
     for case, rates in runs.items():
-        if case not in (ONE, COPIES, UNBOUND):
+        if case not in (ONE, COPIES, UNBOUND, *COSTS):
             line(case, best(rates), "publishes/s", plain)
+    print("  one fan-out of an item no queue keeps, CPU µs (least of the rounds):")
+    for case in COSTS:
+        print(f"  {case:<52} {min(r[1] for r in runs[case]):9.2f}")
 
 
 async def main(args: argparse.Namespace) -> None:
