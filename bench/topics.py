@@ -24,8 +24,15 @@ measured by the other benchmarks.
      full queue publish);
    - **5 queues keeping nothing**: what a non-matching subscription costs alone.
 
+Before/after: `--compare-src DIR` (another checkout, e.g. `git archive HEAD~1 | tar -x
+-C /tmp/prev`) runs each round in a child process, alternating this checkout and DIR
+(this script, its package imported from the checkout named by `XQ_BENCH_SRC`), so
+both sides meet the machine's load of the moment. The other load on the machine
+during the run (busy cores not used by the benchmark) is printed at the end.
+
 Run from the repository root:
     python bench/topics.py --items 4000
+    python bench/topics.py --items 4000 --rounds 7 --compare-src /tmp/prev
 """
 
 from __future__ import annotations
@@ -33,15 +40,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import os
+import resource
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from processes import machine_busy_seconds
+
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+SRC = Path(os.environ.get("XQ_BENCH_SRC", REPO))  # the checkout whose package is measured
+sys.path.insert(0, str(SRC))
 
 from xmpp_queue.app.core_inputs import new_id, utc_now  # noqa: E402
 from xmpp_queue.core.effects import ItemNotice  # noqa: E402
@@ -225,6 +238,43 @@ async def publisher_rate(
         await service.stop()
 
 
+async def fan_out_cost(filters: tuple[str, ...], calls: int = 20000) -> Rates:
+    """CPU µs of one fan-out (``Topics.fan_out``: finding the topic's bound queues and
+    calling their filters) for an item none of them keeps, alone: the part of a
+    publish that filtering adds, without the rest of the publish's noise. Best of
+    5 stretches of *calls* (the figure is given twice, to fit the rounds' table)."""
+    from xmpp_queue.core.batcher import Work
+    from xmpp_queue.core.model import NewItem
+
+    service = await new_service()
+    try:
+        await service.create_node(OWNER, "topic", {})
+        for k, filt in enumerate(filters):
+            await queue(service, f"q{k}", "topic", filt, 0)
+        item = NewItem("i", "<job/>", 6, {"region": "r3"})
+        fan_out = service._topics.fan_out
+        fastest = float("inf")
+        async with service.store.transaction() as tx:
+            topic = await tx.nodes.get("topic")
+            assert topic is not None
+            work = Work(tx=tx, now=utc_now())
+            for _ in range(5):
+                start = time.process_time()
+                for _ in range(calls):
+                    await fan_out(work, topic, "i", item, OWNER.jid)
+                fastest = min(fastest, (time.process_time() - start) / calls * 1e6)
+        return fastest, fastest
+    finally:
+        await service.stop()
+
+
+COSTS = {
+    "fan-out µs, no bound queue": (),
+    "fan-out µs, 5 queues keeping nothing": SHAPES["5 queues keeping nothing"],
+}
+"""The fan-out cost cases (``fan_out_cost``)."""
+
+
 def best(runs: list[Rates]) -> Rates:
     """The fastest round of a case, on each clock: other work on the machine only ever
     slows a round (stretching wall-clock time, and CPU time through shared caches and
@@ -232,37 +282,95 @@ def best(runs: list[Rates]) -> Rates:
     return max(r[0] for r in runs), max(r[1] for r in runs)
 
 
-async def main(args: argparse.Namespace) -> None:
-    print(f"memory store, in process; {args.items} items, {args.lanes} publish lanes")
-    print(f"{QUEUES} bound queues x {WORKERS} workers, window {WINDOW}, acking at once")
-    print(f"best of {args.rounds} interleaved rounds; per wall-clock second / per CPU second")
-    ones: list[Rates] = []
-    copies: list[Rates] = []
-    unbound: list[Rates] = []
-    shaped: dict[tuple[str, int], list[Rates]] = {}
-    for _ in range(args.rounds):  # interleaved, so machine noise hits both sides alike
-        ones.append(await single_queue(args.items, args.lanes))
-        copies.append(await fan_out(args.items, args.lanes))
-        unbound.append(await publisher_rate(args.items, args.lanes))
-        for name, filters in SHAPES.items():
-            for workers in (WORKERS, 0):
-                rate = await publisher_rate(args.items, args.lanes, filters, workers)
-                shaped.setdefault((name, workers), []).append(rate)
+ONE, COPIES, UNBOUND = "one queue", "fan-out", "unbound"
 
-    def line(label: str, r: Rates, unit: str, base: Rates | None = None) -> None:
+
+def shaped_case(name: str, workers: int) -> str:
+    who = f"{WORKERS} workers per queue acking" if workers else "no worker"
+    return f"{name}, {who}"
+
+
+async def one_round(items: int, lanes: int) -> dict[str, Rates]:
+    """Every case once, in this order (the same in every round)."""
+    out = {
+        ONE: await single_queue(items, lanes),
+        COPIES: await fan_out(items, lanes),
+        UNBOUND: await publisher_rate(items, lanes),
+    }
+    for name, filters in SHAPES.items():
+        for workers in (WORKERS, 0):
+            out[shaped_case(name, workers)] = await publisher_rate(items, lanes, filters, workers)
+    for name, filters in COSTS.items():
+        out[name] = await fan_out_cost(filters)
+    return out
+
+
+def child_round(src: Path, args: argparse.Namespace) -> dict[str, Rates]:
+    """One round in a child process measuring the package of checkout *src*."""
+    argv = [sys.executable, __file__, "--items", str(args.items), "--lanes", str(args.lanes)]
+    env = os.environ | {"XQ_BENCH_SRC": str(src)}
+    done = subprocess.run(
+        [*argv, "--rounds", "1", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    rounds: dict[str, list[Rates]] = json.loads(done.stdout.splitlines()[-1])
+    return {case: tuple(runs[0]) for case, runs in rounds.items()}  # type: ignore[misc]
+
+
+def report(label: str, runs: dict[str, list[Rates]]) -> None:
+    def line(case: str, r: Rates, unit: str, base: Rates | None = None) -> None:
         share = f"  ({r[0] / base[0]:.0%} / {r[1] / base[1]:.0%})" if base else ""
-        print(f"  {label:<52} {r[0]:9,.0f} / {r[1]:9,.0f} {unit}{share}")
+        print(f"  {case:<52} {r[0]:9,.0f} / {r[1]:9,.0f} {unit}{share}")
 
-    one, copy = best(ones), best(copies)
+    print(label)
+    one, copy = best(runs[ONE]), best(runs[COPIES])
     line("one queue, a publish per item", one, "items/s acked")
     line(f"topic -> {QUEUES} bound queues (copies)", copy, "items/s acked", one)
     print("  fan-out ratio: the share above (target >= 60 %)")
-    plain = best(unbound)
+    plain = best(runs[UNBOUND])
     line("unbound topic, the publisher", plain, "publishes/s")
-    print("filtered topics, the publisher's rate against unbound (target >= 90 %):")
-    for (name, workers), rates in shaped.items():
-        who = f"{WORKERS} workers per queue acking" if workers else "no worker"
-        line(f"{name}, {who}", best(rates), "publishes/s", plain)
+    print("  filtered topics, the publisher's rate against unbound (target >= 90 %):")
+    for case, rates in runs.items():
+        if case not in (ONE, COPIES, UNBOUND, *COSTS):
+            line(case, best(rates), "publishes/s", plain)
+    print("  one fan-out of an item no queue keeps, CPU µs (least of the rounds):")
+    for case in COSTS:
+        print(f"  {case:<52} {min(r[1] for r in runs[case]):9.2f}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    sides = {"this checkout": SRC}
+    if args.compare_src is not None:
+        sides["previous (--compare-src)"] = args.compare_src.resolve()
+    runs: dict[str, dict[str, list[Rates]]] = {label: {} for label in sides}
+    busy0, _ = machine_busy_seconds()
+    wall0, own0 = time.perf_counter(), own_cpu()
+    for _ in range(args.rounds):  # interleaved, so machine noise hits every case alike
+        for label, src in sides.items():
+            if args.compare_src is None:
+                got = await one_round(args.items, args.lanes)
+            else:
+                got = await asyncio.to_thread(child_round, src, args)
+            for case, rates in got.items():
+                runs[label].setdefault(case, []).append(rates)
+    if args.json:
+        print(json.dumps(runs["this checkout"]))
+        return
+    busy1, _ = machine_busy_seconds()
+    wall = time.perf_counter() - wall0
+    others = max(0.0, (busy1 - busy0) - (own_cpu() - own0)) / wall
+    print(f"memory store, in process; {args.items} items, {args.lanes} publish lanes")
+    print(f"{QUEUES} bound queues x {WORKERS} workers, window {WINDOW}, acking at once")
+    print(f"best of {args.rounds} interleaved rounds; per wall-clock second / per CPU second")
+    for label, by_case in runs.items():
+        report(f"{label} ({sides[label]}):", by_case)
+    print(f"other load on the machine during the run: {others:.2f} cores (of {os.cpu_count()})")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and its finished children (the rounds)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 if __name__ == "__main__":
@@ -270,4 +378,8 @@ if __name__ == "__main__":
     parser.add_argument("--items", type=int, default=4000)
     parser.add_argument("--lanes", type=int, default=16, help="publishes outstanding")
     parser.add_argument("--rounds", type=int, default=5, help="best of, interleaved")
+    parser.add_argument(
+        "--compare-src", type=Path, default=None, help="another checkout, measured alternately"
+    )
+    parser.add_argument("--json", action="store_true", help="print the rounds as JSON (a child)")
     asyncio.run(main(parser.parse_args()))

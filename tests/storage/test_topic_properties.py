@@ -27,7 +27,10 @@ After every step it checks:
 - **retained items are not delivered** unless a seek brought them back: after
   an item's ack, its next delivery comes only after a ``replayed`` row;
 - **reload**: after a restart the store equals the one that was running
-  (retained items and snapshots included).
+  (retained items and snapshots included);
+- **the topic index** (each topic's bindings with compiled filters, a cache in
+  the store) equals a recomputation from the nodes' configs, also after ``eu``'s
+  owner writes its filter another way or sets one that is refused.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from hypothesis.stateful import (
 )
 
 from tests.kit import FakeClock
+from tests.kit.bindings import assert_index_exact
 from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
@@ -74,6 +78,8 @@ async def snapshot(store: StateStore) -> tuple[Any, ...]:
 TOPIC = "billing"
 FILTER = 'attributes.region = "eu" OR attributes:vip'
 QUEUES = {"all": "", "eu": FILTER}
+FILTER_FORMS = (FILTER, 'attributes:vip OR attributes.region = "eu"', 'attributes.region == "eu"')
+"""``eu``'s filter as it is, the same filter reordered, and one that does not parse."""
 OWNER = Actor("owner@example.org/desk")
 PUB = Actor("pub@example.org/engine")
 ADMIN = Actor("admin@example.org/console")
@@ -273,6 +279,18 @@ class TopicMachine(RuleBasedStateMachine):
         retained = {i.item_id for i in state[5].get(RETAINING, ())}
         assert retained <= {item for node, item in acked if node == RETAINING}
         assert not any(state[5].get(q) for q in QUEUES if q != RETAINING)
+
+    @rule(text=st.sampled_from(FILTER_FORMS))
+    def refilter(self, text: str) -> None:
+        """The owner sets ``eu``'s filter again: the same filter written either way
+        (the store's topic index must follow), or one that does not parse (refused)."""
+        self.attempt(
+            lambda: self.service.configure_node(OWNER, "eu", {"pubsub#queue_filter": [text]})
+        )
+
+    @invariant()
+    def the_topic_index_equals_the_nodes_bindings(self) -> None:
+        assert_index_exact(self.store.state)
 
     @rule(seconds=st.sampled_from([10, 31]))
     def time_passes(self, seconds: int) -> None:

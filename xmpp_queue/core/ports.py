@@ -32,6 +32,7 @@ from xmpp_queue.core.model import (
     Snapshot,
     Subscription,
 )
+from xmpp_queue.core.topic_bindings import Binding
 
 
 class Clock(Protocol):
@@ -69,9 +70,11 @@ class NodeRepository(Protocol):
 
     async def all(self) -> list[Node]: ...
 
-    async def bound_to(self, topic: str) -> list[Node]:
-        """The queue nodes whose ``queue_topic`` is *topic*, from an index (a
-        publish to a topic asks this; it must not scan every node)."""
+    async def bindings(self, topic: str) -> Sequence[Binding]:
+        """The queue nodes whose ``queue_topic`` is *topic*, each with its compiled
+        filter, ordered by queue id. Every publish to a topic asks this: it comes
+        from an index kept exact at each change of a binding (never a scan of
+        every node, nor a filter parsed per publish)."""
 
     async def note_unused(self, node_id: str, now: datetime) -> bool:
         """File *node_id* for deletion at *now* plus its ``queue_expire_after`` when

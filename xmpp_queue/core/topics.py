@@ -18,7 +18,10 @@ the item silently missing from one backlog (Pub/Sub accepts and lets the
 subscription's backlog policy decide; docs/queueing.md says why we differ).
 
 A queue's filter is evaluated before anything is built for it: an item it keeps
-out costs a filter call and a counter increment (``Work.filtered``), and the
+out costs a call of the compiled filter and a counter increment
+(``Work.filtered``); the topic's bound queues and their compiled filters come
+from the store's topic index, kept exact at every change of a binding (undo
+included), so a publish neither looks the queues up nor parses a filter; the
 commit batcher writes one ``filtered`` ledger row per queue and committed batch
 with the count (``ledger.record_filtered``): the count of filtered items per
 subscription, which the metrics and the pipeline's report read. A copy's
@@ -60,7 +63,6 @@ from xmpp_queue.core.model import (
 )
 from xmpp_queue.core.payload_ceiling import payload_limit
 from xmpp_queue.core.topic_config import QUEUE_TOPIC
-from xmpp_queue.core.topic_filter import compile_filter
 
 log = logging.getLogger("xmpp_queue.topics")
 
@@ -127,7 +129,7 @@ class Topics:
     async def check_topic_change(self, work: Work, topic: Node, config: NodeConfig) -> None:
         """A node with bound queues stays an ordinary node."""
         if config.queue and not topic.config.queue:
-            if await work.tx.nodes.bound_to(topic.node_id):
+            if await work.tx.nodes.bindings(topic.node_id):
                 raise InvalidNodeConfig("pubsub#queue", "queues are bound to this topic")
 
     async def fan_out(
@@ -135,26 +137,31 @@ class Topics:
     ) -> None:
         """Copy one item the topic took into every bound queue whose filter matches.
 
-        The hot case is a queue that does not want the item: it costs a compiled
-        filter's call and a counter, nothing else (the publisher's rate must not
-        depend on how many subscriptions ignore its items)."""
-        topic_id = topic.node_id
+        The hot case is a queue that does not want the item: it costs a call of
+        its compiled filter and a counter, nothing else (the publisher's rate must
+        not depend on how many subscriptions ignore its items). The bindings come
+        from the store's topic index (``NodeRepository.bindings``), built once per
+        change of a binding, not per publish."""
+        bindings = await work.tx.nodes.bindings(topic.node_id)
+        if not bindings:
+            return
         attributes = item.attributes
-        for queue in await work.tx.nodes.bound_to(topic_id):
-            cfg = queue.config
-            text = cfg.queue_filter
-            if text and not compile_filter(text)(attributes):
+        for binding in bindings:
+            accepts = binding.accepts
+            if accepts is not None and not accepts(attributes):
                 counts = work.filtered
                 if counts is None:
                     counts = work.filtered = {}
-                key = (queue.node_id, topic_id)
+                key = binding.counter
                 counts[key] = counts.get(key, 0) + 1
                 continue
+            queue = binding.queue
+            cfg = queue.config
             ceiling = self._ctx.settings.max_payload_ceiling
             try:
                 check_item(cfg, item, payload_limit(cfg, ceiling))
                 work.touched[queue.node_id] = None
-                await self._publish_into(work, queue, item_id, item, publisher, topic_id)
+                await self._publish_into(work, queue, item_id, item, publisher, topic.node_id)
             except PubSubError as exc:
                 log.info(
                     "event=topic_publish_refused topic=%s queue=%s item=%s reason=%r",
@@ -167,7 +174,8 @@ class Topics:
 
     async def topic_deleted(self, work: Work, topic: Node) -> None:
         """Unbind the topic's queues (their backlog stays) and tell who uses them."""
-        for queue in await work.tx.nodes.bound_to(topic.node_id):
+        for binding in await work.tx.nodes.bindings(topic.node_id):
+            queue = binding.queue
             config = dataclasses.replace(queue.config, queue_topic="")
             await work.tx.nodes.update_config(queue.node_id, config)
             told = {s.jid for s in await work.tx.subscriptions.for_node(queue.node_id)}

@@ -32,6 +32,7 @@ from xmpp_queue.core.model import (
     Snapshot,
     Subscription,
 )
+from xmpp_queue.core.topic_bindings import Binding
 from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.item_values import utc, utc_opt
 from xmpp_queue.storage.node_state import NodeState
@@ -81,8 +82,8 @@ class NodesRepo:
     async def all(self) -> list[Node]:
         return [ns.node for _, ns in sorted(self._s.nodes.items())]
 
-    async def bound_to(self, topic: str) -> list[Node]:
-        return self._s.bound_to(topic)
+    async def bindings(self, topic: str) -> tuple[Binding, ...]:
+        return self._s.bindings(topic)
 
     async def note_unused(self, node_id: str, now: datetime) -> bool:
         ns = self._s.nodes.get(node_id)

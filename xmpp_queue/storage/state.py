@@ -30,7 +30,7 @@ The parts, one module each: ``item_values`` (the stored values and their
 constructors), ``node_state`` (one node and its :class:`QueueIndex`),
 ``time_indexes`` (the store-wide heaps of what comes due), ``item_placement``
 (``set_item`` and the per-node indexes it keeps) and this module, the whole
-state: bindings, retention, cooling payloads, purges, recounts and reads.
+state: bindings (``topic_index``), retention, cooling payloads, purges, recounts and reads.
 
 Nothing here imports SQLAlchemy: this module is plain data structures.
 """
@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from xmpp_queue.core.model import Item, Node, Subscription
+from xmpp_queue.core.topic_bindings import Binding
 from xmpp_queue.storage.item_placement import ItemPlacement
 from xmpp_queue.storage.item_values import COLD, with_payload_value
 from xmpp_queue.storage.node_state import NodeState, QueueIndex
@@ -48,6 +49,7 @@ from xmpp_queue.storage.ready import by_priority
 from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
 from xmpp_queue.storage.time_indexes import DelayedEntry, ExpiryEntry, LockEntry
+from xmpp_queue.storage.topic_index import TopicIndex
 from xmpp_queue.storage.unused import UnusedIndex
 
 HOT_WINDOW = 1024
@@ -72,27 +74,19 @@ class MemoryState(ItemPlacement):
         self.next_sub_id = 1
         # Who holds which subscription, and who gets the next item (subscribers.py).
         self.subscribers = SubscriberIndex(self.nodes)
-        # Topic id -> queue ids that were ever bound to it in this process (a
-        # superset: ``bound_to`` checks each one's current config, so a rollback
-        # or an unbinding never leaves a wrong answer, only a stale key).
-        self.bindings: dict[str, dict[str, None]] = {}
+        # Each topic's bound queues with their compiled filters (``topic_index``):
+        # exact after every change, rebuilt by ``recount`` after an undo.
+        self.topics = TopicIndex()
         self.retention = RetainedIndex()  # retained items by the end of their retention
         self.unused = UnusedIndex()  # unsubscribed bound queues (queue_expire_after)
 
     def note_binding(self, node: Node) -> None:
-        """Index *node* under its topic when it is a bound queue (``bound_to``)."""
-        topic = node.config.queue_topic
-        if node.config.queue and topic:
-            self.bindings.setdefault(topic, {})[node.node_id] = None
+        """*node* was added or reconfigured: keep the topic index in step."""
+        self.topics.file(node)
 
-    def bound_to(self, topic: str) -> list[Node]:
-        """The queues bound to *topic* now: costs its bindings, not every node."""
-        found = []
-        for queue_id in self.bindings.get(topic, ()):
-            ns = self.nodes.get(queue_id)
-            if ns is not None and ns.node.config.queue and ns.node.config.queue_topic == topic:
-                found.append(ns.node)
-        return found
+    def bindings(self, topic: str) -> tuple[Binding, ...]:
+        """The queues bound to *topic* now, with their compiled filters: one lookup."""
+        return self.topics.of(topic)
 
     def set_retained(self, ns: NodeState, item_id: str, new: Item | None) -> Item | None:
         """Retain *new* (None: forget) under *item_id*; return what was retained."""
@@ -147,6 +141,7 @@ class MemoryState(ItemPlacement):
     def drop_node(self, node_id: str) -> NodeState | None:
         ns = self.nodes.pop(node_id, None)
         if ns is not None:
+            self.topics.forget(node_id)
             self.locked_total -= len(ns.queue.locked)
             self.expiring_total -= sum(
                 1 for i in ns.items.values() if i.expires_at is not None and i.locked_by is None
@@ -158,8 +153,7 @@ class MemoryState(ItemPlacement):
     def recount(self) -> None:
         """Re-derive the store-wide counters and indexes after whole nodes came back."""
         self.locked_total = sum(len(ns.queue.locked) for ns in self.nodes.values())
-        for ns in self.nodes.values():
-            self.note_binding(ns.node)
+        self.topics.rebuild(ns.node for ns in self.nodes.values())
         self.expiring_total = 0
         self.expiry_heap = []
         self.delayed_heap, self.delayed_filed = [], 0

@@ -1,0 +1,323 @@
+"""A topic's publisher through Prosody and SQLite: unbound against filtered bound queues.
+
+Issue 21's second target, as users see it: "with filters that drop 90 %, the
+publisher's rate stays within 10 % of an unbound topic's". The component of this
+checkout on SQLite behind a private Prosody (`queue_throughput.py`'s set-up and
+light clients), one publisher keeping a window of publishes outstanding to an
+ordinary node `topic`, each item with one attribute `region` = `r0`..`r9` in turn
+(a SHIM header; so a filter naming one region keeps 10 % of the items). Scenarios:
+
+- **unbound**: no queue is bound to the topic;
+- **1x10**: one bound queue whose filter keeps `r0` (the topic's items 90 % dropped);
+- **5x10**: five bound queues, queue k keeping `rk` (each filter drops 90 %; half the
+  topic's items are copied somewhere, each copy a full queue publish);
+- **5x0**: five bound queues whose filters keep nothing (what filtering alone costs);
+
+each bound queue with `--workers` XMPP workers (`pubsub#queue_requests`
+`--queue-requests`) acking every copy as its notification arrives, in the same
+run, so their deliveries and acks share the component with the publisher.
+
+Printed per scenario: the **publisher's rate** (measured publishes answered per
+second, first publish sent to last answer), the copies acked and the seconds until
+the last ack, publish round-trip latency, CPU µs per publish of the component,
+Prosody and this process, and the other load on the machine (cores busy outside
+the benchmark's processes). Then each bound scenario's publisher rate as a share
+of the unbound one's (target >= 90 %). Scenarios alternate (unbound, 1x10, 5x10,
+5x0, unbound ...) and the median run of each is shown. `--compare-src DIR` also runs
+every scenario with the component of checkout DIR, interleaved.
+
+Run from the repository root:
+    python bench/topics_wire.py                           # 5,000 items, window 32, 3 runs
+    python bench/topics_wire.py --repeat 5 --compare-src /tmp/prev
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from load import (
+    PUBSUB,
+    SHIM,
+    Latency,
+    Publisher,
+    Tracker,
+    Worker,
+    is_result,
+    queue_members,
+    subscribe_queue,
+)
+from processes import REPO, Child, private_prosody
+from queue_throughput import (
+    PASSWORD,
+    QUEUE_DOMAIN,
+    SECRET,
+    Bench,
+    CpuMeter,
+    Scenario,
+    SetupError,
+    parse_args,
+    wait_done,
+    wait_ready,
+)
+from wire import LightClient
+
+TOPIC = "topic"
+REGIONS = 10
+SHAPES = {"unbound": (0, True), "1x10": (1, True), "5x10": (5, True), "5x0": (5, False)}
+"""Scenario -> (bound queues, whether queue k keeps region `rk`; else it keeps nothing)."""
+REGION_HEADERS = [
+    f"<headers xmlns='{SHIM}'><header name='region'>r{k}</header></headers>".encode()
+    for k in range(REGIONS)
+]
+
+
+def create_node(to: str, node: str, fields: dict[str, str], iq_id: str) -> str:
+    """XEP-0060 §8.1.3: create with a configuration form (the component's defaults else)."""
+    rows = "".join(
+        f"<field var='{var}'><value>{escape(value)}</value></field>"
+        for var, value in fields.items()
+    )
+    return (
+        f"<iq type='set' to='{to}' id='{iq_id}'><pubsub xmlns='{PUBSUB}'>"
+        f"<create node='{node}'/><configure><x xmlns='jabber:x:data' type='submit'>"
+        f"<field var='FORM_TYPE' type='hidden'><value>{PUBSUB}#node_config</value></field>"
+        f"{rows}</x></configure></pubsub></iq>"
+    )
+
+
+class RegionPublisher(Publisher):
+    """The window publisher of `load.py`; item i carries `region` = `r{i % 10}`."""
+
+    def _make(self, idx: int, now: float) -> bytes:
+        self.tracker.sent[idx] = now
+        return self._template % (idx, idx, now, REGION_HEADERS[idx % REGIONS])
+
+
+class TopicTracker(Tracker):
+    """Done when every publish of the span is answered AND every copy in it acked."""
+
+    def expect_topic(self, start: int, end: int, copies: int) -> None:
+        self.expect(start, end, publish_results_only=True)
+        self._need += copies
+        if self._need:
+            self.done.clear()
+
+    def on_ack(self, idx: int, ok: bool, now: float, stanza: bytes) -> None:
+        if not ok:
+            self.error(stanza)
+        elif not self.acked[idx]:
+            self.acked[idx] = now
+            self._complete_one(idx)
+
+
+def copies_in(start: int, end: int, queues: int) -> int:
+    """Items of [start, end) some bound queue keeps (queue k keeps region k)."""
+    return sum(1 for i in range(start, end) if i % REGIONS < queues)
+
+
+@dataclass
+class Run:
+    scenario: str
+    publishes: int
+    publisher_per_s: float
+    copies: int
+    until_last_ack_s: float
+    publish_rtt: Latency | None
+    component_us: float
+    prosody_us: float
+    loadgen_us: float
+    other_cores: float
+    errors: int
+    completed: bool
+
+
+class TopicBench(Bench):
+    async def run_topic(self, scenario: Scenario) -> Run:
+        queues, keeping = SHAPES[scenario.target]
+        tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
+        server = self._start_component("sqlite", tmp, src=Path(scenario.src or REPO))
+        try:
+            return await self._drive_topic(scenario, queues, keeping, server)
+        finally:
+            server.stop()
+
+    async def _set_up_topic(
+        self, server: Child, pub: LightClient, workers: list[list[LightClient]], keeping: bool
+    ) -> None:
+        a = self.args
+        await wait_ready(pub, QUEUE_DOMAIN, server, a.start_timeout)
+        steps = [create_node(QUEUE_DOMAIN, TOPIC, {}, "c-topic")]
+        for k, group in enumerate(workers):
+            fields = {
+                "pubsub#queue": "1",
+                "pubsub#queue_topic": TOPIC,
+                "pubsub#queue_filter": f'attributes.region = "{"r" if keeping else "none"}{k}"',
+            }
+            steps.append(create_node(QUEUE_DOMAIN, f"q{k}", fields, f"c-q{k}"))
+            steps.append(queue_members(QUEUE_DOMAIN, f"q{k}", [w.bare for w in group]))
+        for n, step in enumerate(steps):
+            iq_id = step.split("id='", 1)[1].split("'", 1)[0]
+            answer = await pub.request(step, iq_id)
+            if not is_result(answer):
+                raise SetupError(f"set-up step {n} failed: {answer[:600]!r}")
+        for k, group in enumerate(workers):
+            for w in group:
+                w.send(f"<presence/><presence to='{QUEUE_DOMAIN}'/>")
+                stanza = subscribe_queue(QUEUE_DOMAIN, f"q{k}", w.bare, a.queue_requests)
+                answer = await w.request(stanza, "sub1")
+                if not is_result(answer):
+                    raise SetupError(f"subscribe failed: {answer[:600]!r}")
+
+    async def _drive_topic(
+        self, scenario: Scenario, queues: int, keeping: bool, server: Child
+    ) -> Run:
+        a = self.args
+        pub = self._client("publisher", "load")
+        groups = [
+            [self._client(f"worker{k * a.workers + j}", "load") for j in range(a.workers)]
+            for k in range(queues)
+        ]
+        workers = [w for group in groups for w in group]
+        clients = [pub, *workers]
+        try:
+            await asyncio.gather(*(c.connect() for c in clients))
+            await self._set_up_topic(server, pub, groups, keeping)
+            kept = queues if keeping else 0
+            warm, n = a.warmup, a.items
+            tracker = TopicTracker(warm + n)
+            publisher = RegionPublisher(pub, QUEUE_DOMAIN, TOPIC, tracker)
+            pub.hand_over(publisher.handle)
+            for k, group in enumerate(groups):
+                for w in group:
+                    w.hand_over(Worker(w, QUEUE_DOMAIN, f"q{k}", tracker).handle)
+            tracker.expect_topic(0, warm, copies_in(0, warm, kept))
+            publisher.start_window(0, warm, scenario.window)
+            if not await wait_done(tracker, clients, server, a.batch_timeout):
+                raise SetupError("warm-up did not complete")
+            tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
+            assert self.prosody.pid is not None
+            meter = CpuMeter(server.pid, self.prosody.pid)
+            publisher.start_window(warm, warm + n, scenario.window)
+            completed = await wait_done(tracker, clients, server, a.batch_timeout)
+            meter.stop()
+        finally:
+            await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        span = range(warm, warm + n)
+        first = min(tracker.sent[i] for i in span)
+        answered = [tracker.published[i] for i in span if tracker.published[i]]
+        acked = [tracker.acked[i] for i in span if tracker.acked[i]]
+        cpu = [s * 1e6 / max(1, len(answered)) for s in meter.spent]
+        return Run(
+            scenario=scenario.label,
+            publishes=len(answered),
+            publisher_per_s=len(answered) / (max(answered) - first) if answered else 0.0,
+            copies=len(acked),
+            until_last_ack_s=(max(acked) - first) if acked else 0.0,
+            publish_rtt=Latency.of(
+                [tracker.published[i] - tracker.sent[i] for i in span if tracker.published[i]]
+            ),
+            component_us=cpu[0],
+            prosody_us=cpu[1],
+            loadgen_us=cpu[2],
+            other_cores=meter.other_cores,
+            errors=tracker.errors,
+            completed=completed,
+        )
+
+
+def print_runs(runs: list[Run]) -> None:
+    head = (
+        f"{'scenario':<38} {'publishes':>9} {'pub/s':>7} {'copies':>6} {'last ack s':>10} "
+        f"{'rtt p50/p99 ms':>15} {'comp µs':>8} {'prosody µs':>10} {'load µs':>8} "
+        f"{'others':>6} {'err':>4}"
+    )
+    print(head)
+    for r in runs:
+        rtt = f"{r.publish_rtt.p50_ms:.1f}/{r.publish_rtt.p99_ms:.1f}" if r.publish_rtt else "-"
+        flag = "" if r.completed else "  INCOMPLETE"
+        print(
+            f"{r.scenario:<38} {r.publishes:>9} {r.publisher_per_s:>7.0f} {r.copies:>6} "
+            f"{r.until_last_ack_s:>10.2f} {rtt:>15} {r.component_us:>8.0f} "
+            f"{r.prosody_us:>10.0f} {r.loadgen_us:>8.0f} {r.other_cores:>6.2f} {r.errors:>4}{flag}"
+        )
+
+
+def medians(runs: list[Run]) -> list[Run]:
+    """Per scenario, the run with the median publisher rate."""
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(r.scenario, []).append(r)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda r: r.publisher_per_s)
+        out.append(group[(len(group) - 1) // 2])
+    return out
+
+
+def scenarios(args: argparse.Namespace) -> list[Scenario]:
+    srcs = ["", *([str(args.compare_src)] if args.compare_src else [])]
+    return [
+        Scenario(shape, window=window, src=src)
+        for window in args.window
+        for src in srcs
+        for shape in SHAPES
+    ]
+
+
+async def run_all(args: argparse.Namespace) -> list[Run]:
+    users = {"publisher": PASSWORD} | {
+        f"worker{k}": PASSWORD for k in range(max(q for q, _ in SHAPES.values()) * args.workers)
+    }
+    runs: list[Run] = []
+    plan = [s for _ in range(args.repeat) for s in scenarios(args)]
+    with tempfile.TemporaryDirectory(prefix="xq-topics-wire-") as workdir:
+        prosody = private_prosody(
+            {QUEUE_DOMAIN: SECRET},
+            users,
+            nagle=False,
+            extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
+        )
+        with prosody:
+            bench = TopicBench(args, prosody, Path(workdir))
+            for scenario in plan:
+                print(f"... {scenario.label}", file=sys.stderr, flush=True)
+                run = await bench.run_topic(scenario)
+                runs.append(run)
+                print_runs([run])
+    return runs
+
+
+def main() -> int:
+    args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *sys.argv[1:]])
+    print(
+        f"settings: items={args.items} warmup={args.warmup} window={args.window} "
+        f"workers per bound queue={args.workers} queue_requests={args.queue_requests}"
+    )
+    try:
+        runs = asyncio.run(asyncio.wait_for(run_all(args), args.timeout))
+    except (SetupError, TimeoutError) as exc:
+        print(f"benchmark aborted: {str(exc) or 'global timeout'}", file=sys.stderr)
+        return 2
+    rows = medians(runs)
+    print()
+    print(f"median run of {args.repeat} (by publisher rate) per scenario:")
+    print_runs(rows)
+    by = {r.scenario: r.publisher_per_s for r in rows}
+    for r in rows:
+        base = by.get(r.scenario.replace(r.scenario.split(",")[0], "unbound", 1))
+        if base and not r.scenario.startswith("unbound"):
+            print(f"  {r.scenario}: publisher at {r.publisher_per_s / base:.0%} of unbound")
+    spread = [r.other_cores for r in runs]
+    print(f"other load during the runs: median {statistics.median(spread):.2f} cores")
+    return 0 if all(r.completed and not r.errors for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
