@@ -2,9 +2,9 @@
 (512 KiB), and behind an ejabberd whose component listener has the shipped
 example's ``max_stanza_size`` (512 KiB; ejabberd's own default is none), the
 largest items the service accepts go through every path (items retrieval, single
-and batched notifications, redelivery after unlock, dead letters) and the
-component stays connected: no reconnect in its log, and a bystander's publishes,
-made all along, are all answered.
+and batched notifications, redelivery after unlock, dead letters; on SQLite, and on
+PostgreSQL behind Prosody) and the component stays connected: no reconnect in its
+log, and a bystander's publishes, made all along, are all answered.
 
 Issue 27, point 5, through the real server: Prosody passes a stanza nested 950
 levels deep (its parser has no depth limit) and the component answers it with
@@ -106,9 +106,18 @@ async def all_items(client, node: str) -> list[str]:  # type: ignore[no-untyped-
     return got
 
 
-@pytest.mark.parametrize("server_fixture", ["default_prosody", "ejabberd"])
+@pytest.mark.parametrize(
+    ("server_fixture", "database_url"),
+    [
+        ("default_prosody", "sqlite"),
+        pytest.param("default_prosody", "postgresql", marks=pytest.mark.postgres),
+        ("ejabberd", "sqlite"),
+    ],
+    indirect=["database_url"],
+)
 async def test_largest_items_through_every_path_keep_the_component_connected(
     server_fixture: str,
+    database_url: str,
     request: pytest.FixtureRequest,
     component,
     client,  # type: ignore[no-untyped-def]
