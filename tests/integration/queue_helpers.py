@@ -520,6 +520,18 @@ TRANSIENT = {
     "recipient-unavailable",
     "internal-server-error",
 }
+EJABBERD_NO_ROUTE = "Access denied by service policy"
+"""ejabberd's text when it answers itself for a component that is not connected (a
+take-over's gap), with ``forbidden``: the client library checks such a refusal with a
+ping before it believes it (client/resend.py); the service's own refusals say why."""
+
+
+def server_answered_for(info: ErrorInfo) -> bool:
+    """True for an error the XMPP server gave while the service was away: worth
+    retrying, unlike a refusal of the service's own."""
+    if info.condition in TRANSIENT:
+        return True
+    return info.condition == "forbidden" and info.pubsub is None and EJABBERD_NO_ROUTE in info.xml
 
 
 class QueueWorker:
@@ -610,8 +622,9 @@ class QueueWorker:
         try:
             await send(retract_iq(self.client, self.node, item_id), within)
         except IqError as exc:
-            condition = error_info(exc.iq).condition
-            if condition in TRANSIENT:
+            info = error_info(exc.iq)
+            condition = info.condition
+            if server_answered_for(info):
                 self.unacked.add(item_id)
             elif condition == "item-not-found" and item_id in self.uncertain:
                 self.gone_on_retry.append(item_id)
@@ -747,8 +760,8 @@ class Publisher:
                 try:
                     await publish(self.client, self.node, item_id, f"work {item_id}", within=5.0)
                 except (IqError, IqTimeout) as exc:
-                    transient = isinstance(exc, IqTimeout) or (
-                        error_info(exc.iq).condition in TRANSIENT
+                    transient = isinstance(exc, IqTimeout) or server_answered_for(
+                        error_info(exc.iq)
                     )
                     if not (self.retry and transient):
                         raise
