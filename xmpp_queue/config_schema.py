@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from xmpp_queue.config_error import ConfigError
 from xmpp_queue.core.model import AccessModel
@@ -149,6 +150,11 @@ def _database_url(key: str, value: object) -> str:
         raise ConfigError(
             key, "a SQLite URL has three slashes: sqlite:///relative.db or sqlite:////abs/path.db"
         )
+    try:
+        urlsplit(text).port  # noqa: B018 (raises for a port that is no number up to 65535)
+    except ValueError:
+        # postgresql://u@h:notaport/db also failed only at migrate, with exit 1
+        raise ConfigError(key, "the URL's port is not a number up to 65535") from None
     return text
 
 

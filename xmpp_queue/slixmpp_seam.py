@@ -225,16 +225,21 @@ class _Drop(logging.Filter):
 
 
 def _holds_handshake(value: object) -> bool:
+    """Whether *value*, as the record would print it, holds a handshake. Not only
+    strings: slixmpp also logs stanza objects and tuples of them (``Discarded
+    stanza: %s`` with a queued handshake when a connection drops)."""
     if isinstance(value, bytes):
         return b"handshake" in value
-    return isinstance(value, str) and "handshake" in value
+    if isinstance(value, int | float | type(None)):
+        return False
+    return "handshake" in (value if isinstance(value, str) else str(value))
 
 
 def _redacted_arg(value: object) -> object:
     if isinstance(value, bytes):
         return redact(value.decode("utf-8", "replace"))
-    if isinstance(value, str):
-        return redact(value)
+    if _holds_handshake(value):
+        return redact(value if isinstance(value, str) else str(value))
     return value
 
 

@@ -6,13 +6,16 @@ cancel, §3.3 session lifetime, §3.4 actions, §4.4 errors.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
-from slixmpp import Iq
+from slixmpp import ComponentXMPP, Iq
 
 from tests.kit.admin import (
     ALICE,
     OTHER_ADMIN,
     OWNER,
+    SERVICE,
     STRANGER,
     Monotonic,
     Transcript,
@@ -24,10 +27,11 @@ from tests.kit.admin import (
     options,
     publish,
 )
-from xmpp_queue.admin.commands import ADMIN_COMMANDS
+from xmpp_queue.admin.commands import ADMIN_COMMANDS, AdminCommandSet
 from xmpp_queue.admin.errors import COMMANDS_NS
 from xmpp_queue.core.model import SYSTEM
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.xmpp.refusals import RefusalLog
 
 ALL_NODES = [c.node for c in ADMIN_COMMANDS]
 OWNER_NODES = [c.node for c in ADMIN_COMMANDS if c.owners_may]
@@ -285,3 +289,48 @@ async def test_effects_go_out_after_the_reply(
     assert transcript.sent.effects, "purge of a locked item must notify"
     # The reply was queued (queued_before_reply + 1) when the effects were handed over.
     assert transcript.sent.queued_before == [queued_before_reply + 1]
+
+
+async def test_refusals_are_counted_and_logged_once_per_jid_a_minute(
+    service: PubSubService,
+    monotonic: Monotonic,
+    unused_tls: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 27 point 8 for the commands: a user knocking on admin commands, bad
+    session ids and a stranger's disco are refused, counted by condition, and logged
+    at most once per JID per interval (the component's refusal log)."""
+    refusals = RefusalLog(monotonic, interval=60.0)
+    component = ComponentXMPP(SERVICE, "secret", "127.0.0.1", 0)
+    for plugin in ("xep_0030", "xep_0004", "xep_0050"):
+        component.register_plugin(plugin)
+    t = Transcript(component)
+    AdminCommandSet(
+        component,
+        service,
+        frozenset({"admin@example.org"}),
+        send_effects=t.record_effects,
+        refusals=refusals.note,
+    ).install()
+    t.handshake_accepted()
+    outsider = "mallory@elsewhere.example/r"
+    try:
+        with caplog.at_level(logging.INFO):
+            for n in range(30):
+                reply = await t.execute(ADMIN_ONLY[n % len(ADMIN_ONLY)], STRANGER)
+                assert error_of(reply)[1] == "forbidden"
+            reply = await t.execute(ADMIN_ONLY[0], STRANGER, action="next", sessionid="nope")
+            assert error_of(reply)[1] == "forbidden"  # not an admin: refused first
+            for _ in range(5):
+                reply = await t.disco("items", COMMANDS_NS, outsider)
+                assert reply["error"]["condition"] == "service-unavailable"
+            monotonic.now += 61
+            await t.execute(ADMIN_ONLY[0], STRANGER)
+    finally:
+        t.close()
+    assert refusals.counts == {"forbidden": 32, "service-unavailable": 5}
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 3, lines  # eve, mallory, eve again after the interval
+    assert "from=eve@example.org/x" in lines[0] and "suppressed=0" in lines[0]
+    assert "from=mallory@elsewhere.example" in lines[1]
+    assert lines[2].endswith("suppressed=30")

@@ -53,6 +53,10 @@ class ServiceLink(FakeLink):
     async def extend(self, node: str, item_id: str, seconds: int) -> None:
         await self._answer(f"extend {item_id}")
 
+    async def unlock(self, node: str, item_id: str, reason: str = "") -> None:
+        await self._answer(f"unlock {item_id}")
+        self.reasons[item_id] = reason
+
 
 @pytest.fixture(autouse=True)
 def quick_patience(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,6 +96,31 @@ async def test_an_ack_lost_without_answer_is_sent_again_once_the_service_answers
     link.silent = False  # a new component: pings and acks are answered again
     await until(lambda: worker.stats.acked == 1)
     assert link.log.count("retract a") == 2
+    await worker.stop(grace=1)
+
+
+async def test_a_nack_and_an_extend_refused_while_the_service_is_away_are_sent_again() -> None:
+    """Not only acks: the nack of a failed handler and a handler's own extend go out
+    again once the service answers, the nack with its reason."""
+    link = ServiceLink()
+
+    async def handler(job: Job) -> None:
+        if job.item_id == "b":
+            await job.extend(60)
+            return
+        raise KeyError("sku")
+
+    worker = worker_on([link], handler, reconnect=FAST, queue_requests=2)
+    await worker.start()
+    link.away = True
+    deliver(link, "a")
+    deliver(link, "b")
+    await until(lambda: link.pings >= 2 and "unlock a" in link.log and "extend b" in link.log)
+    assert (worker.stats.extended, worker.stats.acked) == (0, 0)
+    link.away = False
+    await until(lambda: worker.stats.acked == 1 and link.log.count("unlock a") == 2)
+    assert link.log.count("unlock a") == 2 and link.log.count("extend b") == 2
+    assert worker.stats.extended == 1 and link.reasons["a"] == "KeyError: 'sku'"
     await worker.stop(grace=1)
 
 

@@ -529,7 +529,7 @@ def is_transient(exc: IqError) -> bool:
     """An error after which the same request may well succeed: the service away."""
     info = error_info(exc.iq)
     return info.condition in TRANSIENT or (
-        info.condition == "forbidden" and ABSENT_COMPONENT in info.xml
+        info.condition == "forbidden" and info.pubsub is None and ABSENT_COMPONENT in info.xml
     )
 
 

@@ -1,8 +1,10 @@
 """Issue 27, point 1: behind a Prosody with its default component stanza limit
-(512 KiB), the largest items the service accepts go through every path (items
-retrieval, single and batched notifications, redelivery after unlock, dead
-letters) and the component stays connected: no reconnect in its log, and a
-bystander's publishes, made all along, are all answered.
+(512 KiB), and behind an ejabberd whose component listener has the shipped
+example's ``max_stanza_size`` (512 KiB; ejabberd's own default is none), the
+largest items the service accepts go through every path (items retrieval, single
+and batched notifications, redelivery after unlock, dead letters; on SQLite, and on
+PostgreSQL behind Prosody) and the component stays connected: no reconnect in its
+log, and a bystander's publishes, made all along, are all answered.
 
 Issue 27, point 5, through the real server: Prosody passes a stanza nested 950
 levels deep (its parser has no depth limit) and the component answers it with
@@ -104,15 +106,27 @@ async def all_items(client, node: str) -> list[str]:  # type: ignore[no-untyped-
     return got
 
 
+@pytest.mark.parametrize(
+    ("server_fixture", "database_url"),
+    [
+        ("default_prosody", "sqlite"),
+        pytest.param("default_prosody", "postgresql", marks=pytest.mark.postgres),
+        ("ejabberd", "sqlite"),
+    ],
+    indirect=["database_url"],
+)
 async def test_largest_items_through_every_path_keep_the_component_connected(
-    default_prosody: PrivateProsody,
+    server_fixture: str,
+    database_url: str,
+    request: pytest.FixtureRequest,
     component,
     client,  # type: ignore[no-untyped-def]
 ) -> None:
-    proc = await component(server=default_prosody)
-    owner = await client("pub", server=default_prosody)
-    worker = await client("w1", server=default_prosody)
-    bystander = await client("bob", server=default_prosody)
+    server = request.getfixturevalue(server_fixture)
+    proc = await component(server=server)
+    owner = await client("pub", server=server)
+    worker = await client("w1", server=server)
+    bystander = await client("bob", server=server)
     inbox = Inbox(worker)
 
     # a bystander publishes small items all along; every one must be answered

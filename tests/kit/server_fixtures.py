@@ -44,7 +44,11 @@ from tests.kit.integration import (
     make_component,
 )
 from xmpp_queue.servers import PrivateEjabberd, PrivateProsody
-from xmpp_queue.servers.shipped import read_ejabberd_listener, read_prosody_example
+from xmpp_queue.servers.shipped import (
+    read_ejabberd_listener,
+    read_ejabberd_stanza_limit,
+    read_prosody_example,
+)
 
 
 @pytest.fixture(scope="session")
@@ -64,12 +68,14 @@ def prosody() -> Iterator[PrivateProsody]:
 
 @pytest.fixture(scope="session")
 def ejabberd() -> Iterator[PrivateEjabberd]:
-    """Its component listener takes the shipped example's options (global_routes)."""
+    """Its component listener takes the shipped example's options (global_routes) and
+    its stanza limit: what the component sends must fit the limit operators copy."""
     server = PrivateEjabberd(
         COMPONENTS,
         dict.fromkeys(USERS, PASSWORD),
         domain=DOMAIN,
         service_options=read_ejabberd_listener(EJABBERD_EXAMPLE),
+        component_stanza_limit=read_ejabberd_stanza_limit(EJABBERD_EXAMPLE),
     )
     _start(server, "ejabberd")
     yield server

@@ -138,7 +138,7 @@ def test_report_html_draws_every_chart(computed: dict[str, Any]) -> None:
     assert html.count("<polyline class='series'") >= 2 * len(nodes)
     latency_nodes = {r["node"] for r in computed["latency"] if r.get("samples")}
     for node in latency_nodes:  # a latency chart per node, each on its own scale
-        assert f"{node}: latency (seconds)" in html
+        assert f"{node}: latency (seconds, log scale)" in html
     for title in ("Items handled per worker", "Handling time p95 per worker"):
         assert title in html
     detail_charts = len({r["node"] for r in computed["attribute_values"]}) + len(

@@ -1,5 +1,6 @@
 """The report page's charts, from plain data (no Spark): readable time axes for any
-bucket, a latency scale per node, workers by name."""
+bucket, a logarithmic latency scale per node, delivered visible beside acked, workers
+by name."""
 
 from __future__ import annotations
 
@@ -86,14 +87,53 @@ def test_each_node_gets_its_own_latency_scale() -> None:
     html = render_report(_data(latency=rows))
     charts = [s for s in _svgs(html) if "latency" in (s.findtext("title") or "")]
     assert [c.findtext("title") for c in charts] == [
-        "fast: latency (seconds)",
-        "slow: latency (seconds)",
+        "fast: latency (seconds, log scale)",
+        "slow: latency (seconds, log scale)",
     ]
     tops = []
     for chart in charts:
         ticks = [t.text or "" for t in chart.iter("text") if t.get("text-anchor") == "end"]
         tops.append(ticks[-1])
     assert tops[0] != tops[1], tops  # two scales, one per node
+
+
+def _bar_heights(svg: ET.Element) -> dict[str, float]:
+    """Each bar's height by its hover text before the value ("handling p50")."""
+    return {
+        (rect.findtext("title") or "").split(":")[0]: float(rect.get("height") or 0)
+        for rect in svg.iter("rect")
+        if rect.get("class") == "bar"
+    }
+
+
+def test_a_handling_time_of_milliseconds_is_visible_next_to_a_wait_of_minutes() -> None:
+    """Issue 24: on a linear scale the handling bars were no bars at all beside the wait."""
+    rows = [
+        {"node": "jobs", "measure": m, "samples": 10, "p50": v, "p95": v * 2, "p99": v * 4}
+        for m, v in (("wait", 300.0), ("handling", 0.02), ("end_to_end", 300.02))
+    ]
+    html = render_report(_data(latency=rows))
+    (chart,) = [s for s in _svgs(html) if "latency" in str(s.get("aria-label"))]
+    heights = _bar_heights(chart)
+    assert heights["wait p99"] > heights["wait p50"] > heights["handling p99"]
+    assert heights["handling p50"] > max(10.0, heights["wait p50"] / 5), heights  # linear: 1/15,000
+    assert heights["handling p95"] > heights["handling p50"]  # still ordered
+    ticks = [t.text for t in chart.iter("text") if t.get("text-anchor") == "end"]
+    assert ticks == ["0.001", "0.01", "0.1", "1", "10", "100", "1k", "10k"]  # powers of ten
+
+
+def test_delivered_stays_visible_under_an_equal_acked_line() -> None:
+    """Issue 24: "delivered" hid under "acked" (equal counts, acked drawn on top)."""
+    rows = [
+        {"bucket_start": START + timedelta(minutes=i), "published": 5, "delivered": 5, "acked": 5}
+        for i in range(10)
+    ]
+    html = render_report(_data(buckets={"jobs": rows}))
+    (chart,) = [s for s in _svgs(html) if s.get("aria-label") == "jobs: events per bucket"]
+    lines = {p.findtext("title"): p for p in chart.iter("polyline") if p.get("class") == "series"}
+    assert lines["delivered"].get("points") == lines["acked"].get("points")
+    assert lines["acked"].get("stroke-dasharray") and not lines["delivered"].get("stroke-dasharray")
+    assert lines["acked"].get("stroke") != lines["delivered"].get("stroke")
 
 
 def test_workers_are_shown_by_their_name() -> None:

@@ -10,6 +10,10 @@ node/jid; node full (§7.1.3).
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from tests.kit.stanzas import (
     ALICE,
     BOB,
@@ -72,6 +76,25 @@ async def test_a_stranger_gets_forbidden_for_pubsub_and_service_unavailable_for_
     # A user of the parent domain is served as before.
     reply, _ = await stream.iq("get", ALICE, pubsub("<items node='news'/>"))
     assert reply.get("type") == "result"
+
+
+async def test_disco_refusals_are_logged_once_per_jid_not_once_for_everyone(
+    stream: Stream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 point 8: a stranger knocking by disco costs one line, and it does not
+    use up the line another JID's refused disco gets (they shared one budget)."""
+    head = f"<iq type='get' id='d' from='{STRANGER}' to='{SERVICE}'>"
+    with caplog.at_level(logging.INFO, "xmpp_queue.xmpp.errors"):
+        for _ in range(50):
+            await stream.send(f"{head}<query xmlns='{NS['dit']}'/></iq>")
+        reply = await stream.send(
+            f"<iq type='get' id='a' from='{ALICE}' to='{SERVICE}'>"
+            f"<query xmlns='{NS['di']}' node='no-such-node'/></iq>"
+        )
+    assert error_of(reply[0])[1] == "item-not-found"
+    lines = [r.getMessage() for r in caplog.records if "event=request_refused" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert f"from={STRANGER}" in lines[0] and f"from={ALICE}" in lines[1]
 
 
 async def test_7_1_2_publisher_attribute_when_itemreply_is_publisher(stream: Stream) -> None:

@@ -195,6 +195,29 @@ async def test_a_debug_log_never_holds_the_handshake_digest(
     assert digest not in caplog.text
 
 
+def test_a_handshake_logged_as_a_stanza_object_is_redacted_too(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """slixmpp logs queued stanzas as objects (``Discarded stanza: %s`` with a
+    (stanza, filters) tuple) when a connection drops with its handshake unsent."""
+    from slixmpp.stanza import Handshake
+
+    from xmpp_queue.slixmpp_seam import STANZA_LOGGER, install_handshake_redaction
+
+    install_handshake_redaction()
+    digest = hashlib.sha1(b"stream-2weak-secret").hexdigest()
+    handshake = Handshake()
+    handshake["value"] = digest
+    stanza_log = logging.getLogger(STANZA_LOGGER)
+    with caplog.at_level(logging.DEBUG, STANZA_LOGGER):
+        stanza_log.debug("Discarded stanza: %s", (handshake, True))
+        stanza_log.debug("NOT SENT: %s %s", type(handshake), handshake)
+        stanza_log.debug("Cancelling %d slow send tasks", 3)
+    assert digest not in caplog.text
+    assert caplog.text.count("[redacted]") == 2
+    assert "Cancelling 3 slow send tasks" in caplog.text
+
+
 def test_reconnect_retries_at_once_then_jittered_backoff_capped_near_a_second() -> None:
     """Issue 27 point 8: back within about a second of the server's return."""
     assert reconnect_module.retry_delay(0) == 0.0

@@ -494,6 +494,26 @@ async def test_8_6_authorize_access_model_asks_the_owner_and_applies_the_answer(
     assert find(note, "ev:event/ev:subscription").get("subscription") == "subscribed"
 
 
+async def test_8_6_an_authorization_answer_from_a_non_owner_is_a_counted_refusal(
+    stream: Stream,
+) -> None:
+    """Nothing changes, nothing is sent, and the refusal counts like any other (issue 27
+    point 8: refusals counted and logged at most once per JID per interval)."""
+    from xmpp_queue.xmpp.refusals import REFUSALS
+
+    await make_node(stream, "club", pubsub__access_model="authorize")
+    await stream.iq("set", EVE, pubsub(f"<subscribe node='club' jid='{EVE}'/>"))
+    answer = submit(
+        "http://jabber.org/protocol/pubsub#subscribe_authorization",
+        pubsub__node="club",
+        pubsub__subscriber_jid=EVE,
+        pubsub__allow="true",
+    )
+    for _ in range(3):
+        assert await stream.send(f"<message from='{EVE}' to='{SERVICE}'>{answer}</message>") == []
+    assert REFUSALS.counts.get("forbidden") == 3
+
+
 async def test_16_4_notification_type_is_headline_by_default_and_normal_on_request(
     stream: Stream,
 ) -> None:

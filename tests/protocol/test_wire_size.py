@@ -10,6 +10,7 @@ answer (bad-request) and the component stays up.
 
 from __future__ import annotations
 
+import logging
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -41,6 +42,7 @@ from xmpp_queue.core.service import ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.settings import STANZA_ENVELOPE
 from xmpp_queue.xmpp.component import QueueComponent
+from xmpp_queue.xmpp.refusals import REFUSALS
 from xmpp_queue.xmpp.requests import MAX_DEPTH
 from xmpp_queue.xmpp.wire_size import items_reply_text
 
@@ -282,8 +284,11 @@ async def test_deeply_nested_publish_is_bad_request_and_the_component_stays_up(
     assert fine.get("type") == "result"
 
 
-async def test_deeply_nested_request_of_any_kind_gets_an_answer(stream: Stream) -> None:
+async def test_deeply_nested_request_of_any_kind_gets_an_answer(
+    stream: Stream, caplog: pytest.LogCaptureFixture
+) -> None:
     deep = nested(1200)
+    sender = "deep@example.org/x"  # no refusal logged for it yet
     reply, _ = await stream.iq("get", PUB, f"<query xmlns='urn:other'>{deep}</query>", iq_id="d1")
     assert error_of(reply)[:2] == ("modify", "bad-request")
     await make_node(stream, "news")
@@ -291,6 +296,13 @@ async def test_deeply_nested_request_of_any_kind_gets_an_answer(stream: Stream) 
         "set", OWNER, pubsub(f"<configure node='news'>{deep}</configure>", OWNER_NS), iq_id="d2"
     )
     assert error_of(reply)[:2] == ("modify", "bad-request")
-    assert await stream.send(f"<message from='{PUB}' to='{SERVICE}'>{deep}</message>") == []
-    ok, _ = await stream.iq("get", OWNER, pubsub("<items node='news'/>"), iq_id="d3")
+    with caplog.at_level(logging.INFO, "xmpp_queue"):
+        for _ in range(20):
+            sent = await stream.send(f"<message from='{sender}' to='{SERVICE}'>{deep}</message>")
+            assert sent == []
+        ok, _ = await stream.iq("get", OWNER, pubsub("<items node='news'/>"), iq_id="d3")
     assert ok.get("type") == "result"
+    # dropped messages are refusals: counted, one line per JID a minute (issue 27 point 8)
+    dropped = [r.getMessage() for r in caplog.records if "reason=too_deep" in r.getMessage()]
+    assert len(dropped) == 1 and sender in dropped[0], dropped
+    assert REFUSALS.counts["bad-request"] >= 22

@@ -236,6 +236,16 @@ def test_a_sqlite_url_with_two_slashes_is_refused_before_migrate(url: str) -> No
 
 
 @pytest.mark.parametrize(
+    "url", ["postgresql://u:hunter2@h:notaport/db", "postgresql://u@h:99999/db"]
+)
+def test_a_database_url_with_a_bad_port_is_refused_before_migrate(url: str) -> None:
+    """Like sqlite://x (issue 24): check-config passed it, migrate failed with exit 1."""
+    error = error_of(MINIMAL + f'[database]\nurl = "{url}"\n')
+    assert error.key == "database.url"
+    assert "port" in str(error) and "hunter2" not in str(error)
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "sqlite:///relative.sqlite",

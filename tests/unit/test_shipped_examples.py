@@ -10,6 +10,7 @@ from xmpp_queue.servers import PrivateEjabberd, PrivateProsody
 from xmpp_queue.servers.shipped import (
     parse_prosody_example,
     read_ejabberd_listener,
+    read_ejabberd_stanza_limit,
     read_prosody_example,
 )
 
@@ -54,3 +55,16 @@ def test_the_private_ejabberd_listener_takes_the_example_options(tmp_path: Path)
     server = PrivateEjabberd({"q.localhost": "s"}, service_options={"global_routes": True})
     server.workdir = tmp_path
     assert "    global_routes: true\n" in server.config_text()
+
+
+def test_the_private_ejabberd_component_listener_can_take_the_example_stanza_limit(
+    tmp_path: Path,
+) -> None:
+    """The session ejabberd of the integration tests runs the example's limit on what
+    the component sends (tests/integration/test_stanza_size.py meets it)."""
+    limit = read_ejabberd_stanza_limit(EXAMPLES / "ejabberd.yml")
+    assert limit == 512 * 1024
+    server = PrivateEjabberd({"q.localhost": "s"}, component_stanza_limit=limit)
+    server.workdir = tmp_path
+    listener = server.config_text().split("module: ejabberd_service", 1)[1]
+    assert listener.split("\n")[1] == f"    max_stanza_size: {limit}"

@@ -23,6 +23,10 @@ provider and has a few gaps for a service that must not be steered by strangers.
   (§3.4: without it a final stage offering only ``complete`` is invalid).
 - **Notifications.** Effects of the service calls a request made are sent after
   its reply, through the outbox (``runtime/outbox.py``).
+- **Refusals** of the guard (forbidden, a bad session or action, a stranger's disco)
+  go to ``refusals`` as every refused request does: counted by condition, and at
+  most one line per JID a minute (the component passes ``xmpp/refusals.py``'s log),
+  so a stranger knocking cannot fill the log.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from slixmpp import JID, ComponentXMPP, Iq
+from slixmpp.exceptions import XMPPError
 from slixmpp.plugins.xep_0030 import DiscoInfo, DiscoItems
 from slixmpp.plugins.xep_0050 import Command
 from slixmpp.xmlstream import StanzaBase
@@ -112,6 +117,18 @@ ADMIN_COMMANDS: tuple[type[AdminCommand], ...] = (
 
 EffectSender = Callable[[Sequence[Effect]], Any]
 
+
+class RefusalNote(Protocol):
+    """Notes one refused request: ``note(sender, line, *args, condition=...)``."""
+
+    def __call__(self, sender: str, line: str, *args: object, condition: str) -> None: ...
+
+
+def log_each_refusal(sender: str, line: str, *args: object, condition: str) -> None:
+    """Without the component's refusal log (tests of this module alone): a line each."""
+    log.info(line, *args)
+
+
 _SEEN = "xq_seen"
 _ACTIONS = frozenset(Command.actions)
 
@@ -128,6 +145,7 @@ def register_admin_commands(
     read_payload: PayloadReader | None = None,
     push: Any = None,
     shards: Any = None,
+    refusals: RefusalNote = log_each_refusal,
 ) -> None:
     """Offer the admin commands on *component* to the bare JIDs in *admins*.
 
@@ -139,7 +157,7 @@ def register_admin_commands(
     *read_payload* checks and canonicalises the payload "Publish an item" is given.
     *push* is the push subscriptions' registry (None: the push commands say so).
     *shards* is a shard's mover (``sharding_moves.py``; None: not sharded, "Move
-    node" says so).
+    node" says so). *refusals* notes what the guard refuses (see the module docstring).
     """
     AdminCommandSet(
         component,
@@ -152,6 +170,7 @@ def register_admin_commands(
         read_payload=read_payload,
         push=push,
         shards=shards,
+        refusals=refusals,
     ).install()
 
 
@@ -172,8 +191,10 @@ class AdminCommandSet:
         read_payload: PayloadReader | None = None,
         push: Any = None,
         shards: Any = None,
+        refusals: RefusalNote = log_each_refusal,
     ) -> None:
         self.component = component
+        self._refusals = refusals
         self.service = service
         self.jid = JID(component.boundjid.full)
         self.admins = frozenset(_bare(a) for a in admins)
@@ -228,7 +249,20 @@ class AdminCommandSet:
         try:
             self.service.admit(Actor(JID(ifrom).full))
         except ServiceAccessDenied:
-            raise unavailable(f"{JID(ifrom).bare} may not use this service") from None
+            refusal = unavailable(f"{JID(ifrom).bare} may not use this service")
+            self._refused(JID(ifrom), COMMANDS_NS, refusal)
+            raise refusal from None
+
+    def _refused(self, requester: JID, node: str, exc: XMPPError) -> None:
+        self._refusals(
+            str(requester),
+            "event=request_refused verb=command node=%s from=%s condition=%s text=%r",
+            node,
+            requester,
+            exc.extension or exc.condition,
+            exc.text,
+            condition=exc.condition,
+        )
 
     def _command_items(self, jid: JID, node: str, ifrom: JID, data: Any) -> DiscoItems:
         self._admit(ifrom)
@@ -263,11 +297,14 @@ class AdminCommandSet:
             await self._adhoc._handle_command_all(iq)
             return
         requester = iq["from"]
-        if not self.may_run(requester, node):
-            log.info("event=admin_forbidden command=%s from=%s", node, requester)
-            raise forbidden("this command is for the service's admins")
-        self._forget_stale()
-        self._check_session(iq, node, requester)
+        try:
+            if not self.may_run(requester, node):
+                raise forbidden("this command is for the service's admins")
+            self._forget_stale()
+            self._check_session(iq, node, requester)
+        except XMPPError as exc:
+            self._refused(requester, node, exc)
+            raise
         with collecting_effects() as effects:
             try:
                 await self._adhoc._handle_command_all(iq)

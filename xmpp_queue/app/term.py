@@ -70,6 +70,7 @@ async def serve_term(
     from xmpp_queue.xmpp.component import QueueComponent
     from xmpp_queue.xmpp.payloads import canonical_payload_text
     from xmpp_queue.xmpp.reconnect import HandshakeRejected
+    from xmpp_queue.xmpp.refusals import REFUSALS
 
     comp = settings.component
     server = f"{comp.server_host}:{comp.server_port}"
@@ -100,8 +101,6 @@ async def serve_term(
     service = PubSubService(store, utc_now, new_id, service_settings(settings))
     if metrics is not None:
         service.on_batch_committed(metrics.batch_committed)  # batch sizes (observe.py)
-        from xmpp_queue.xmpp.refusals import REFUSALS
-
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
     ops: Any = None
     mover: Any = None  # a shard's moves (sharding_moves.py)
@@ -150,6 +149,7 @@ async def serve_term(
             read_payload=canonical_payload_text,
             push=pushes,
             shards=mover,
+            refusals=REFUSALS.note,
         )
         if observed is not None:
             try:

@@ -3,14 +3,16 @@
 Why hand-made: the report must open from a file on a machine with no network
 and no plotting library installed, and mail as one attachment. Three shapes
 cover it: lines over time (throughput, backlog), grouped vertical bars (latency
-percentiles per node), horizontal bars (per worker). Each mark carries a
-``<title>`` so hovering shows the exact value.
+percentiles per node, on a logarithmic scale: a handling time of milliseconds
+must stay visible next to a wait of minutes), horizontal bars (per worker). Each
+mark carries a ``<title>`` so hovering shows the exact value; a series may be
+dashed, so that one equal to another (acked over delivered) does not hide it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -24,6 +26,7 @@ class Series:
     name: str
     values: Sequence[float | None]
     color: str = PALETTE[0]
+    dash: str = ""  # an SVG stroke-dasharray ("5 3"); "" draws a solid line
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,18 @@ def nice_ticks(maximum: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def log_ticks(values: Sequence[float]) -> list[float]:
+    """Powers of ten from a decade below the smallest positive value to at or above
+    the largest: the ticks of a logarithmic axis. The decade below gives the smallest
+    bar a decade's height at least, so no value is drawn as nothing."""
+    positive = [v for v in values if math.isfinite(v) and v > 0]
+    if not positive:
+        return [1.0, 10.0]
+    low = math.floor(math.log10(min(positive))) - 1
+    high = max(math.ceil(math.log10(max(positive))), low + 1)
+    return [10.0**k for k in range(low, high + 1)]
+
+
 def format_number(value: float) -> str:
     """Short human form: 1234 -> 1.2k, 0.0123 -> 0.012."""
     magnitude = abs(value)
@@ -79,11 +94,29 @@ def _open(title: str, frame: _Frame) -> list[str]:
     ]
 
 
-def _y_axis(frame: _Frame, ticks: Sequence[float], unit: str) -> list[str]:
+def _linear(ticks: Sequence[float]) -> Callable[[float], float]:
+    """Where a value sits on an axis from 0 to the last tick, as a fraction of it."""
     top = ticks[-1] or 1.0
+    return lambda v: v / top
+
+
+def _logarithmic(ticks: Sequence[float]) -> Callable[[float], float]:
+    """The same for an axis of powers of ten; values at or below the first tick sit
+    on the axis (a bar of no height, still hoverable)."""
+    low, high = math.log10(ticks[0]), math.log10(ticks[-1])
+    return lambda v: 0.0 if v <= ticks[0] else (math.log10(v) - low) / (high - low)
+
+
+def _y_axis(
+    frame: _Frame,
+    ticks: Sequence[float],
+    unit: str,
+    at: Callable[[float], float] | None = None,
+) -> list[str]:
+    at = at or _linear(ticks)
     parts = []
     for tick in ticks:
-        y = frame.top + frame.plot_h * (1 - tick / top)
+        y = frame.top + frame.plot_h * (1 - at(tick))
         parts.append(
             f"<line x1='{frame.left}' x2='{frame.left + frame.plot_w}' y1='{y:.1f}' "
             f"y2='{y:.1f}' stroke='#e2e8f0'/>"
@@ -100,14 +133,18 @@ def _y_axis(frame: _Frame, ticks: Sequence[float], unit: str) -> list[str]:
 
 
 def _legend(frame: _Frame, series: Sequence[Series]) -> list[str]:
-    """One row of colour keys under the title, left to right."""
+    """One row of colour keys under the title, left to right (a dashed series is
+    keyed by a dashed stroke)."""
     parts = []
     x = float(frame.left)
     for s in series:
-        parts.append(
-            f"<rect x='{x:.0f}' y='24' width='10' height='10' fill='{s.color}'/>"
-            f"<text x='{x + 13:.0f}' y='33' {FONT}>{escape(s.name)}</text>"
+        key = (
+            f"<line x1='{x:.0f}' x2='{x + 10:.0f}' y1='29' y2='29' stroke='{s.color}' "
+            f"stroke-width='2.5' stroke-dasharray='3 2'/>"
+            if s.dash
+            else f"<rect x='{x:.0f}' y='24' width='10' height='10' fill='{s.color}'/>"
         )
+        parts.append(key + f"<text x='{x + 13:.0f}' y='33' {FONT}>{escape(s.name)}</text>")
         x += 22 + 6.5 * len(s.name)
     return parts
 
@@ -158,9 +195,10 @@ def line_chart(
                 f"<polygon points='{points[0][0]:.1f},{base:.1f} {path} "
                 f"{points[-1][0]:.1f},{base:.1f}' fill='{s.color}' fill-opacity='0.18'/>"
             )
+        dash = f" stroke-dasharray='{s.dash}'" if s.dash else ""
         parts.append(
             f"<polyline class='series' points='{path}' fill='none' stroke='{s.color}' "
-            f"stroke-width='1.8'><title>{escape(s.name)}</title></polyline>"
+            f"stroke-width='1.8'{dash}><title>{escape(s.name)}</title></polyline>"
         )
         if len(points) <= 60:
             for (x, y), (i, v) in zip(
@@ -183,13 +221,16 @@ def grouped_bar_chart(
     unit: str = "",
     width: int = 640,
     height: int = 240,
+    log_scale: bool = False,
 ) -> str:
-    """Vertical bars: one cluster per group, one bar per series inside it."""
+    """Vertical bars: one cluster per group, one bar per series inside it. With
+    *log_scale* the axis runs over powers of ten (values of different magnitudes
+    side by side)."""
     frame = _Frame(width, height)
     values = [v for s in series for v in s.values if v is not None]
-    ticks = nice_ticks(max(values, default=0.0))
-    top = ticks[-1] or 1.0
-    parts = _open(title, frame) + _y_axis(frame, ticks, unit)
+    ticks = log_ticks(values) if log_scale else nice_ticks(max(values, default=0.0))
+    at = _logarithmic(ticks) if log_scale else _linear(ticks)
+    parts = _open(title, frame) + _y_axis(frame, ticks, unit, at)
     slot = frame.plot_w / max(len(groups), 1)
     bar = slot * 0.8 / max(len(series), 1)
     for g, group in enumerate(groups):
@@ -202,7 +243,7 @@ def grouped_bar_chart(
             v = s.values[g]
             if v is None:
                 continue
-            h = frame.plot_h * v / top
+            h = frame.plot_h * at(v)
             y = frame.top + frame.plot_h - h
             parts.append(
                 f"<rect class='bar' x='{x0 + s_i * bar:.1f}' y='{y:.1f}' "

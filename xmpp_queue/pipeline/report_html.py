@@ -207,6 +207,11 @@ _THROUGHPUT_KINDS = (
 )
 
 
+_DASHED = {EventKind.ACKED: "6 4"}
+"""Acked follows delivered closely (often equal): drawn solid on top, it hid the
+delivered line; dashed, the line under it shows through the gaps."""
+
+
 def _merge_buckets(rows: Sequence[Row], limit: int) -> list[Row]:
     """Sum counts of neighbouring buckets (backlog: the last one) down to *limit* points."""
     if len(rows) <= limit:
@@ -232,7 +237,12 @@ def _node_charts(data: ReportData) -> str:
         step = data.bucket_seconds * max(1, -(-len(rows) // MAX_POINTS))  # after merging
         labels = time_labels([r["bucket_start"] for r in points], step)
         series = [
-            Series(kind.value.replace("_", "-"), [r.get(kind.value) or 0 for r in points], color)
+            Series(
+                kind.value.replace("_", "-"),
+                [r.get(kind.value) or 0 for r in points],
+                color,
+                _DASHED.get(kind, ""),
+            )
             for kind, color in zip(_THROUGHPUT_KINDS, PALETTE, strict=False)
             if any(r.get(kind.value) for r in points) or kind is EventKind.PUBLISHED
         ]
@@ -272,7 +282,9 @@ def time_labels(moments: Sequence[Any], bucket_seconds: int) -> list[str]:
 
 def _latency_charts(rows: Sequence[Row]) -> str:
     """One chart per node, each on its own scale: a node whose items wait minutes must
-    not flatten another's milliseconds to nothing."""
+    not flatten another's milliseconds to nothing. The scale is logarithmic for the
+    same reason inside one node: its handling time (milliseconds) next to its wait
+    (minutes) was no bar at all on a linear one."""
     measures = {
         "wait": "wait",
         "handling": "handling",
@@ -293,8 +305,12 @@ def _latency_charts(rows: Sequence[Row]) -> str:
             Series(p, [picked[m].get(p) for m in groups], color)
             for p, color in zip(("p50", "p95", "p99"), PALETTE, strict=False)
         ]
-        title = f"{node}: latency (seconds)"
-        charts.append(grouped_bar_chart(title, [measures[m] for m in groups], series, "seconds"))
+        title = f"{node}: latency (seconds, log scale)"
+        charts.append(
+            grouped_bar_chart(
+                title, [measures[m] for m in groups], series, "seconds", log_scale=True
+            )
+        )
     if not charts:
         return "<p class='empty'>No latency samples in this range.</p>"
     return "<div class='row'>" + "".join(charts) + "</div>"

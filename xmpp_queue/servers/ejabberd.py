@@ -49,7 +49,7 @@ from xmpp_queue.servers._process import (
     port_accepts,
     terminate_pid,
 )
-from xmpp_queue.servers.ejabberd_config import EjabberdConfigFiles
+from xmpp_queue.servers.ejabberd_config import STANZA_SIZE_LIMIT, EjabberdConfigFiles
 
 RUN_USER = "ejabberd"
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -83,6 +83,8 @@ class PrivateEjabberd(EjabberdConfigFiles, ServerLifecycle):
     ``pubsub.<domain>`` (for benchmarks). ``service_options`` (the shipped
     example's listener, :func:`~xmpp_queue.servers.shipped.read_ejabberd_listener`)
     replace this module's own options of the component listener.
+    ``component_stanza_limit`` is that listener's ``max_stanza_size`` (default 4 MiB,
+    so most tests never meet it; the stanza-size tests set the shipped example's).
     """
 
     host = LOOPBACK
@@ -97,8 +99,10 @@ class PrivateEjabberd(EjabberdConfigFiles, ServerLifecycle):
         log_level: str = "warning",
         start_timeout: float = 60.0,
         service_options: Mapping[str, Any] | None = None,
+        component_stanza_limit: int = STANZA_SIZE_LIMIT,
     ) -> None:
         self.service_options = dict(service_options) if service_options is not None else None
+        self.component_stanza_limit = component_stanza_limit
         self.components = dict(components or {})
         self.users = dict(users or {})
         for name in (domain, *self.components, *self.components.values()):

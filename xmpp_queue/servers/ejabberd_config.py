@@ -32,6 +32,7 @@ class EjabberdConfigFiles:
     dist_port: int
     components: Mapping[str, str]
     service_options: dict[str, Any] | None
+    component_stanza_limit: int
 
     def _dir(self) -> Path:
         raise NotImplementedError  # PrivateEjabberd's: its temporary directory
@@ -72,7 +73,7 @@ class EjabberdConfigFiles:
             f"    port: {self.component_port}\n"
             f'    ip: "{self.host}"\n'
             "    module: ejabberd_service\n"
-            f"    max_stanza_size: {STANZA_SIZE_LIMIT}\n"
+            f"    max_stanza_size: {self.component_stanza_limit}\n"
             + self._service_options()
             + "    hosts:\n"
             + services

@@ -16,7 +16,9 @@ setting misplaced under the example's ``VirtualHost`` applies to that host
 only, in Prosody and here alike, so it is missing here too.
 
 ejabberd: the options of the example's ``ejabberd_service`` listener (other than
-its port, address, hosts and stanza size) become those of the private listener.
+its port, address, hosts and stanza size) become those of the private listener;
+its stanza size is read apart (:func:`read_ejabberd_stanza_limit`), for the test
+servers that run the example's limit.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ _SECTION = re.compile(r"^\s*(VirtualHost|Component)\s")
 _SECRET = re.compile(r"^\s*component_secret\s*=")
 OWNED_LISTENER_KEYS = frozenset({"port", "ip", "hosts", "module", "max_stanza_size"})
 """Listener options the private ejabberd decides itself (free loopback port, its
-components and secrets, the 4 MiB stanza limit the size tests need)."""
+components and secrets; the stanza limit is a parameter of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +71,24 @@ def read_ejabberd_listener(path: Path) -> dict[str, Any]:
 
 def parse_ejabberd_listener(text: str) -> dict[str, Any]:
     """The options of the example's ``ejabberd_service`` listener the private node takes."""
+    listener = _service_listener(text)
+    return {k: v for k, v in listener.items() if k not in OWNED_LISTENER_KEYS}
+
+
+def read_ejabberd_stanza_limit(path: Path) -> int:
+    """The ``max_stanza_size`` of the example's component listener (the stanza-size
+    tests run an ejabberd with it: the limit an operator who copies the example gets)."""
+    limit = _service_listener(path.read_text()).get("max_stanza_size")
+    if not isinstance(limit, int):
+        raise ValueError("the ejabberd example's ejabberd_service listener sets no max_stanza_size")
+    return limit
+
+
+def _service_listener(text: str) -> dict[str, Any]:
     import yaml  # only the tests and the benchmarks read the ejabberd example
 
     config = yaml.safe_load(text) or {}
     for listener in config.get("listen") or []:
         if isinstance(listener, dict) and listener.get("module") == "ejabberd_service":
-            return {k: v for k, v in listener.items() if k not in OWNED_LISTENER_KEYS}
+            return listener
     raise ValueError("the ejabberd example has no ejabberd_service listener")

@@ -94,7 +94,7 @@ class DiscoProvider:
         try:
             self.service.admit(Actor(_full(ifrom)))
         except Exception as exc:
-            raise errors.as_xmpp_error(exc, verb) from None
+            raise errors.as_xmpp_error(exc, verb, _full(ifrom)) from None
 
     async def get_info(self, jid: JID, node: str | None, ifrom: JID | None, data: Any) -> Any:
         self._admit(ifrom, "disco#info")
@@ -105,7 +105,7 @@ class DiscoProvider:
         try:
             found = await self.service.get_node(Actor(_full(ifrom)), node)
         except Exception as exc:
-            raise errors.as_xmpp_error(exc, "disco#info") from None
+            raise errors.as_xmpp_error(exc, "disco#info", _full(ifrom)) from None
         info = DiscoInfo()
         info.add_identity("pubsub", "leaf")
         info.add_feature(PUBSUB)
@@ -142,7 +142,7 @@ class DiscoProvider:
                 actor, node, page=PageRequest(max=DISCO_ITEMS_LIMIT)
             )
         except Exception as exc:
-            raise errors.as_xmpp_error(exc, "disco#items") from None
+            raise errors.as_xmpp_error(exc, "disco#items", _full(ifrom)) from None
         items["node"] = node
         # §5.5: name is the ItemID, no node attribute. Appended directly: slixmpp's
         # add_item keeps one item per (jid, node) and these all share both.

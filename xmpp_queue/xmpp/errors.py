@@ -267,9 +267,10 @@ def configuration_required_reply(iq: Iq, exc: QueueConfigurationRequired, row: E
     return reply
 
 
-def as_xmpp_error(exc: BaseException, verb: str = "") -> XMPPError:
+def as_xmpp_error(exc: BaseException, verb: str = "", sender: str = "-") -> XMPPError:
     """For paths that answer through slixmpp's own error handling (disco, commands):
-    the same table, as an ``XMPPError`` (no payload-carrying replies there)."""
+    the same table, as an ``XMPPError`` (no payload-carrying replies there). The
+    refusal is noted for *sender* (its own budget of lines, as the other paths')."""
     row = row_for(exc, verb)
     if row is None:
         log.error(
@@ -277,9 +278,10 @@ def as_xmpp_error(exc: BaseException, verb: str = "") -> XMPPError:
         )
         return XMPPError("internal-server-error", INTERNAL_ERROR_TEXT, "wait")
     REFUSALS.note(
-        "-",  # slixmpp's own paths do not pass the sender: one budget for them all
-        "event=request_refused verb=%s error=%s condition=%s",
+        sender,
+        "event=request_refused verb=%s from=%s error=%s condition=%s",
         verb or "-",
+        sender,
         type(exc).__name__,
         row.pubsub or row.condition,
         condition=row.condition,

@@ -25,6 +25,7 @@ from xmpp_queue.xmpp import requests as rq
 from xmpp_queue.xmpp.handlers import locate, route_for
 from xmpp_queue.xmpp.iq_request import IqRequest
 from xmpp_queue.xmpp.redirect import NodeElsewhere, PlacementGuard, redirect_reply
+from xmpp_queue.xmpp.refusals import REFUSALS
 
 log = logging.getLogger("xmpp_queue.xmpp.handlers")
 
@@ -128,7 +129,13 @@ class RequestRouter:
         The reply is built from the stanza without its children: copying or
         serialising the deep tree is what would fail (Python's recursion limit)."""
         if xml.tag.rsplit("}", 1)[-1] != "iq" or xml.get("type") not in ("get", "set"):
-            log.info("event=stanza_dropped reason=too_deep from=%s", xml.get("from", ""))
+            sender = xml.get("from", "")
+            REFUSALS.note(
+                sender,
+                "event=stanza_dropped reason=too_deep from=%s",
+                sender,
+                condition="bad-request",
+            )
             return
         verb = ""
         try:
@@ -158,11 +165,14 @@ class RequestRouter:
                 Actor(msg["from"].full), values.get("pubsub#node", ""), [change]
             )
         except PubSubError as exc:
-            log.info(
+            row = errors.row_for(exc)
+            REFUSALS.note(
+                msg["from"].full,
                 "event=authorization_refused from=%s error=%s text=%r",
                 msg["from"],
                 type(exc).__name__,
                 str(exc),
+                condition=row.condition if row is not None else "bad-request",
             )
             return
         except Exception:
