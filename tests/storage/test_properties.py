@@ -277,6 +277,29 @@ class QueueMachine(RuleBasedStateMachine):
             self.attributes[item_id] = attributes
             self.check_notices(done)
 
+    @rule(
+        delay=st.sampled_from([1, 5, 40]),
+        urgency=st.sampled_from([None, "low", "high"]),
+        tenant=st.booleans(),
+    )
+    def publish_for_later(self, delay: int, urgency: str | None, tenant: bool) -> None:
+        """A scheduled delivery: a ``Start`` and nothing that keeps an item whole (no
+        TTL, no ordering key), so on the ``-cold`` backends it waits as (due, seq)
+        only until it comes due, then joins the cold ready items."""
+        item_id = f"i{next(self.ids)}"
+        attributes = {"Start": format_datetime(self.clock.now + timedelta(seconds=delay))}
+        if urgency:
+            attributes["Urgency"] = urgency
+        if tenant:
+            attributes["tenant"] = "a"
+        done = self.attempt(
+            lambda: self.service.publish(PUB, QUEUE, item_id, "<job/>", 6, attributes=attributes)
+        )
+        if done is not None:
+            self.published.append(item_id)
+            self.attributes[item_id] = attributes
+            self.check_notices(done)
+
     @rule(data=st.data())
     def publish_a_finished_id_again(self, data: st.DataObject) -> None:
         """A publisher's retry of an id that was acked or retracted: inside the

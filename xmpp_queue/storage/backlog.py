@@ -36,6 +36,8 @@ from typing import Protocol
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.item_values import PREFETCH
 from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.ready import HEAP_SLACK
+from xmpp_queue.storage.schedule import to_us
 from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.tail import ColdTail
 
@@ -68,15 +70,20 @@ class ColdReader(Protocol):
 
 
 def is_plain(item: Item) -> bool:
-    """Whether a waiting item needs nothing in memory but its place in line:
-    no lock, no retry delay, no expiry, no ordering key, not retained."""
+    """Whether a waiting item needs nothing in memory but its place in line
+    (and, if delayed, its due time): no lock, no expiry, no ordering key, not
+    retained."""
     return (
         item.locked_by is None
-        and item.available_at is None
         and item.expires_at is None
         and item.ordering_key is None
         and item.acked_at is None
     )
+
+
+def due_of(item: Item) -> int | None:
+    """The due time a cold delayed *item* is filed under (``schedule``)."""
+    return to_us(item.available_at) if item.available_at is not None else None
 
 
 class BacklogBudget:
@@ -147,11 +154,13 @@ def estimate(state: MemoryState) -> int:
 
 def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> int:
     """After a commit: move the plain waiting items it wrote to their node's
-    cold tail while the budget is spent. Returns how many moved."""
+    cold tail while the budget is spent (ready ones by seq, delayed ones by seq
+    and due time). Returns how many moved."""
     if not budget.spent(state):  # once per commit: the plain path pays one call
         return 0
     moved = 0
     nodes = state.nodes
+    compact: dict[str, NodeState] = {}
     for item in items:
         if not is_plain(item):
             continue
@@ -159,25 +168,42 @@ def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> in
         if ns is None or ns.items.get(item.item_id) is not item:
             continue
         q = ns.queue
-        if not q.ready.discard(item.seq, item.priority):
-            continue  # behind its key, or not ready: stays whole
-        del ns.items[item.item_id]
-        if q.tail is None:
-            q.tail = ColdTail()
-        q.tail.add(item.seq, item.priority, item.payload_size, item.item_id)
+        if q.ready.discard(item.seq, item.priority):
+            del ns.items[item.item_id]
+            if q.tail is None:
+                q.tail = ColdTail()
+            q.tail.add(item.seq, item.priority, item.payload_size, item.item_id)
+        elif item.available_at is not None:  # no key, not ready: in the delayed heap
+            del ns.items[item.item_id]  # its heap entry is stale from now on
+            q.delayed_live -= 1
+            if q.tail is None:
+                q.tail = ColdTail()
+            due = to_us(item.available_at)
+            q.tail.add_delayed(due, item.seq, item.priority, item.payload_size, item.item_id)
+            compact[item.node] = ns
+        else:
+            continue
         moved += 1
+    for ns in compact.values():  # the node stays filed under the same earliest time
+        if len(ns.queue.delayed) > 2 * ns.queue.delayed_live + HEAP_SLACK:
+            state.rebuild_delayed(ns)
     return moved
 
 
 def bring_back(state: MemoryState, ns: NodeState, item: Item) -> bool:
     """Make the cold *item* (read from its row) whole again; whether it was cold."""
     tail = ns.queue.tail
-    if tail is None or not tail.remove(item.seq, item.priority, item.payload_size):
+    if tail is None:
+        return False
+    was_ready = tail.holds_ready(item.seq, item.priority)
+    if not tail.remove(item.seq, item.priority, item.payload_size, due_of(item)):
         return False
     ns.queue.payload_bytes -= item.payload_size  # set_item counts it again
     items = ns.items
     newest = next(reversed(items.values()), None) if items else None
     state.set_item(ns, item.item_id, item)
+    if was_ready:
+        state.promoted_while_cold(ns, item)
     if newest is not None and newest.seq > item.seq:
         ns.ordered = False  # an older seq at the end of the dict: sorted on demand
     return True
@@ -195,7 +221,7 @@ async def bring_back_seqs(
         if bring_back(state, ns, item):
             back[item.seq] = item
     if tail is not None:  # a seq without a row would be asked for forever: drop it
-        for level in tail.levels.values():
+        for level in [*tail.levels.values(), *tail.delayed.values()]:
             for seq in seqs:
                 if level.remove(seq):
                     log.warning("event=cold_item_missing node=%s seq=%d", ns.node.node_id, seq)

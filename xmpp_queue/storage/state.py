@@ -170,7 +170,7 @@ class MemoryState(ItemPlacement):
                 if item.expires_at is not None and item.locked_by is None:
                     self.push_expiry(item)
             ns.queue.delayed_due = None  # the heap was emptied: file every node anew
-            if ns.queue.delayed:
+            if self.has_delayed(ns):
                 self._refile_delayed(ns)
             for item_id in ns.queue.locked:
                 self.push_deadline(ns.items[item_id])
@@ -181,7 +181,8 @@ class MemoryState(ItemPlacement):
         """Up to *limit* ready items in dispatch order: highest priority first, seq
         order within a level; an item waiting longer than the node's
         ``queue_priority_age`` counts as high (so low levels are never starved)."""
-        if ns.queue.delayed:
+        q = ns.queue
+        if q.delayed or (q.tail is not None and q.tail.due):  # hot or cold delayed items
             self.promote_due(ns, now)
         items = ns.items
         levels = ns.queue.ready.live_levels()

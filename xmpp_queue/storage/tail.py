@@ -1,4 +1,5 @@
-"""The cold tail of a node: committed waiting items kept in memory as a seq alone.
+"""The cold tail of a node: committed waiting items kept in memory as a seq alone
+(a delayed one also as its due time).
 
 A deep backlog is read from its head only, so most of its items need nothing
 in memory but their place in dispatch order. A *plain* waiting item (unlocked,
@@ -16,6 +17,13 @@ the move in a transaction, since memory and database agree on it either way.
 Removal is by head offset (the common case: the head is taken) or, for an item
 in the middle (a read by id), by a small set of gone seqs skipped on the way;
 the array is compacted once half of it is dead.
+
+A *delayed* waiting item (a ``Start`` in the future, a retry delay; otherwise
+plain) goes cold the same way, filed in a second set of levels
+(``ColdTail.delayed``) and in the node's :class:`~xmpp_queue.storage.schedule.DueIndex`
+(24 bytes in all). When it comes due (``promote``, driven by the store's
+delayed-node heap, see ``time_indexes``) its seq moves to its ready level, in
+publish order like any other; paging and counts see both sets of levels.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from array import array
 from collections.abc import Iterator
 
 from xmpp_queue.storage.id_filter import IdFilter
+from xmpp_queue.storage.schedule import DueIndex
 
 
 class TailLevel:
@@ -49,6 +58,10 @@ class TailLevel:
         at = bisect.bisect_left(seqs, seq, self.head)
         if at < len(seqs) and seqs[at] == seq:
             self.gone.discard(seq)  # came back
+            return
+        if at == self.head and self.head:  # before the head: a taken slot is free
+            self.head -= 1
+            seqs[self.head] = seq
             return
         seqs.insert(at, seq)
 
@@ -117,30 +130,39 @@ class TailLevel:
 
 
 class ColdTail:
-    """One node's cold items: a :class:`TailLevel` per priority, and their bytes."""
+    """One node's cold items: a :class:`TailLevel` per priority of ready ones and
+    of delayed ones, the delayed ones' due times (``schedule``), and their bytes."""
 
-    __slots__ = ("ids", "levels", "payload_bytes", "unknown_upto")
+    __slots__ = ("delayed", "due", "ids", "levels", "payload_bytes", "unknown_upto")
 
     def __init__(self) -> None:
-        self.levels: dict[int, TailLevel] = {}
+        self.levels: dict[int, TailLevel] = {}  # ready: dispatch takes their heads
+        self.delayed: dict[int, TailLevel] = {}  # held back until their due time
+        self.due = DueIndex()  # (due, seq) of every delayed one
         self.payload_bytes = 0  # also counted in the node's ``QueueIndex.payload_bytes``
         self.ids = IdFilter()  # the id of every item that went cold in this process
         # Seqs up to this one were loaded without their ids (0: none): while one of
         # them is still cold, the filter cannot say "surely not".
         self.unknown_upto = 0
 
+    def _all_levels(self) -> list[TailLevel]:
+        return [*self.levels.values(), *self.delayed.values()]
+
     def may_hold(self, item_id: str) -> bool:
         """False when no cold item of this tail has *item_id* (no database read
         needed); True when one may."""
         if self.unknown_upto:
-            heads = [s for level in self.levels.values() for s in level.first(1)]
+            heads = [s for level in self._all_levels() for s in level.first(1)]
             if heads and min(heads) <= self.unknown_upto:
                 return True
             self.unknown_upto = 0  # every loaded item left: the filter knows them all
         return item_id in self.ids
 
     def __len__(self) -> int:
-        return sum(len(level) for level in self.levels.values())
+        return sum(len(level) for level in self._all_levels())
+
+    def delayed_count(self) -> int:
+        return sum(len(level) for level in self.delayed.values())
 
     def level(self, priority: int) -> TailLevel:
         found = self.levels.get(priority)
@@ -148,28 +170,76 @@ class ColdTail:
             found = self.levels[priority] = TailLevel()
         return found
 
+    def delayed_level(self, priority: int) -> TailLevel:
+        found = self.delayed.get(priority)
+        if found is None:
+            found = self.delayed[priority] = TailLevel()
+        return found
+
     def add(self, seq: int, priority: int, size: int, item_id: str) -> None:
         self.level(priority).add(seq)
         self.payload_bytes += size
         self.ids.add(item_id)
 
-    def remove(self, seq: int, priority: int, size: int) -> bool:
+    def add_delayed(self, due: int, seq: int, priority: int, size: int, item_id: str) -> None:
+        """A waiting item held back until *due* (microseconds, ``schedule.to_us``)."""
+        self.delayed_level(priority).add(seq)
+        self.due.add(due, seq)
+        self.payload_bytes += size
+        self.ids.add(item_id)
+
+    def remove(self, seq: int, priority: int, size: int, due: int | None = None) -> bool:
+        """Take a ready one out, or a delayed one (due at *due*); whether it was here."""
         level = self.levels.get(priority)
         if level is None or not level.remove(seq):
-            return False
+            level = self.delayed.get(priority)
+            if due is None or level is None or seq not in level:
+                return False
+            level.remove(seq)
+            self.due.remove(due, seq)
         self.payload_bytes -= size
         return True
 
+    def earliest_due(self) -> int | None:
+        """When the first delayed one comes due (microseconds; None: none)."""
+        first = self.due.first()
+        return first[0] if first is not None else None
+
+    def promote(self, now: int) -> int:
+        """Delayed ones due at or before *now* join their ready level (publish
+        order there, by seq); how many. A pair whose seq left the delayed levels
+        without its pair (a row found missing) is dropped here."""
+        moved = 0
+        for seq in self.due.pop_until(now):
+            for priority, level in self.delayed.items():
+                if level.remove(seq):
+                    self.level(priority).add(seq)
+                    moved += 1
+                    break
+        return moved
+
+    def first_delayed(self) -> int | None:
+        """The lowest seq among the delayed ones (the oldest published)."""
+        heads = [s for level in self.delayed.values() for s in level.first(1)]
+        return min(heads, default=None)
+
+    def holds_ready(self, seq: int, priority: int) -> bool:
+        level = self.levels.get(priority)
+        return level is not None and seq in level
+
     def holds(self, seq: int, priority: int) -> bool:
         level = self.levels.get(priority)
+        if level is not None and seq in level:
+            return True
+        level = self.delayed.get(priority)
         return level is not None and seq in level
 
     def seqs(self) -> Iterator[int]:
         """Every live seq, ascending (the levels merged)."""
-        return heapq.merge(*(level.live() for level in self.levels.values()))
+        return heapq.merge(*(level.live() for level in self._all_levels()))
 
     def seqs_reversed(self) -> Iterator[int]:
-        return heapq.merge(*(level.live_reversed() for level in self.levels.values()), reverse=True)
+        return heapq.merge(*(level.live_reversed() for level in self._all_levels()), reverse=True)
 
     def count_below(self, seq: int) -> int:
-        return sum(level.count_below(seq) for level in self.levels.values())
+        return sum(level.count_below(seq) for level in self._all_levels())

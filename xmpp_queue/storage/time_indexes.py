@@ -17,6 +17,7 @@ from datetime import datetime
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.ready import HEAP_SLACK, due
+from xmpp_queue.storage.schedule import from_us, to_us
 
 LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
 ExpiryEntry = tuple[datetime, int, str, str]  # (expires_at, seq, node_id, item_id)
@@ -119,8 +120,13 @@ class TimeIndexes:
         q.delayed = sorted({e for e in q.delayed if self._delayed_entry_live(ns, e)})
         q.delayed_live = len(q.delayed)
 
+    def rebuild_delayed(self, ns: NodeState) -> None:
+        """Drop the stale entries of the node's delayed heap (items gone cold)."""
+        self._rebuild_delayed(ns)
+
     def promote_due(self, ns: NodeState, now: datetime) -> None:
-        """Move delayed items whose time has come into the ready queue."""
+        """Move delayed items whose time has come into the ready queue (cold ones
+        into their cold tail's ready levels, still cold)."""
         q = ns.queue
         heap = q.delayed
         while heap and heap[0][0] <= now:
@@ -128,7 +134,24 @@ class TimeIndexes:
             if self._delayed_entry_live(ns, entry):
                 q.delayed_live -= 1
                 q.ready.add(entry[1], entry[2], ns.items[entry[2]].priority)
+        tail = q.tail
+        if tail is not None and len(tail.due):
+            tail.promote(to_us(now))
         self._refile_delayed(ns)
+
+    def has_delayed(self, ns: NodeState) -> bool:
+        """Whether the node holds delayed items, whole or cold (stale entries count)."""
+        tail = ns.queue.tail
+        return bool(ns.queue.delayed) or (tail is not None and len(tail.due) > 0)
+
+    def promoted_while_cold(self, ns: NodeState, item: Item) -> None:
+        """*item*, just made whole again, came due while it was cold: it is ready,
+        not delayed (``set_item`` filed it by its ``available_at``)."""
+        q = ns.queue
+        if item.available_at is not None and q.ready.add_if_absent(
+            item.seq, item.item_id, item.priority
+        ):
+            q.delayed_live -= 1  # its heap entry is stale now (the seq is ready)
 
     def _file_delayed(self, ns: NodeState, at: datetime | None) -> None:
         """File *ns* under *at* in the store-wide heap (None: take it out)."""
@@ -146,11 +169,23 @@ class TimeIndexes:
             self.delayed_filed = len(self.delayed_heap)
 
     def _refile_delayed(self, ns: NodeState) -> None:
-        """File *ns* under its earliest live delayed entry (dropping stale heads)."""
+        """File *ns* under its earliest live delayed entry or cold due time
+        (dropping stale heads)."""
         heap = ns.queue.delayed
         while heap and not self._delayed_entry_live(ns, heap[0]):
             heapq.heappop(heap)
-        self._file_delayed(ns, heap[0][0] if heap else None)
+        at = heap[0][0] if heap else None
+        tail = ns.queue.tail
+        cold = tail.earliest_due() if tail is not None else None
+        if cold is not None:
+            cold_at = from_us(cold)
+            if at is None or cold_at < at:
+                at = cold_at
+        self._file_delayed(ns, at)
+
+    def refile_delayed(self, ns: NodeState) -> None:
+        """File *ns* under its earliest delayed time, whole or cold (after a load)."""
+        self._refile_delayed(ns)
 
     def _delayed_node(self, entry: DelayedEntry) -> NodeState | None:
         """The node a delayed-heap entry names, if it is still filed under that time."""

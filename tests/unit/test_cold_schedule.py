@@ -1,0 +1,92 @@
+"""Cold delayed items' time index (``storage/schedule.py``) and their levels in the
+cold tail (``storage/tail.py``), against plain sorted models.
+
+The index keeps (due, seq) pairs in blocks of arrays; every operation must answer
+as a sorted list of pairs would, across block splits, removals and loads. The
+tail files a delayed seq apart from the ready ones until it comes due.
+"""
+
+from __future__ import annotations
+
+from array import array
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xmpp_queue.storage import schedule
+from xmpp_queue.storage.schedule import DueIndex, from_us, to_us
+from xmpp_queue.storage.tail import ColdTail
+
+pairs = st.tuples(st.integers(0, 40), st.integers(1, 400))
+steps = st.lists(
+    st.tuples(st.sampled_from(["add", "add", "remove", "pop", "load"]), pairs), max_size=150
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps)
+def test_the_index_answers_as_a_sorted_list_would(ops: list[tuple[str, tuple[int, int]]]) -> None:
+    schedule.BLOCK, saved = 2, schedule.BLOCK  # tiny blocks: splits and empty blocks happen
+    try:
+        index, model = DueIndex(), set[tuple[int, int]]()
+        for op, (due, seq) in ops:
+            if op == "add" and (due, seq) not in model:
+                index.add(due, seq)
+                model.add((due, seq))
+            elif op == "remove":
+                assert index.remove(due, seq) == ((due, seq) in model)
+                model.discard((due, seq))
+            elif op == "pop":
+                taken = index.pop_until(due)
+                expected = sorted(p for p in model if p[0] <= due)
+                assert taken == [s for _, s in expected]
+                model -= set(expected)
+            elif op == "load" and not model:
+                loaded = [(due, seq), (due + 1, seq), (due + 1, seq + 1)]
+                index.extend_sorted(
+                    array("q", [d for d, _ in loaded]), array("q", [s for _, s in loaded])
+                )
+                model.update(loaded)
+            assert len(index) == len(model)
+            assert index.pairs() == sorted(model)
+            assert index.first() == (min(model) if model else None)
+    finally:
+        schedule.BLOCK = saved
+
+
+def test_due_times_convert_exactly() -> None:
+    moment = datetime(2026, 11, 25, 9, 40, 0, 123457, tzinfo=UTC)
+    assert from_us(to_us(moment)) == moment
+    assert to_us(moment + timedelta(microseconds=1)) == to_us(moment) + 1
+
+
+def test_a_delayed_seq_waits_apart_and_joins_its_level_in_publish_order_when_due() -> None:
+    tail = ColdTail()
+    tail.add(10, 1, 5, "plain-10")
+    tail.add(30, 1, 5, "plain-30")
+    tail.add_delayed(2_000, 20, 1, 5, "later-20")
+    tail.add_delayed(1_000, 40, 2, 5, "later-40")
+    tail.add_delayed(3_000, 5, 1, 5, "later-5")
+    assert len(tail) == 5 and tail.delayed_count() == 3
+    assert list(tail.seqs()) == [5, 10, 20, 30, 40]  # paging sees every one
+    assert tail.count_below(25) == 3 and tail.holds(40, 2) and not tail.holds_ready(40, 2)
+    assert tail.earliest_due() == 1_000 and tail.first_delayed() == 5
+    assert tail.promote(2_500) == 2  # seqs 40 (due 1000) and 20 (due 2000)
+    assert list(tail.levels[1].live()) == [10, 20, 30] and list(tail.levels[2].live()) == [40]
+    assert tail.earliest_due() == 3_000 and tail.delayed_count() == 1
+    assert not tail.remove(5, 1, 5)  # a delayed one is taken out by its due time too
+    assert tail.remove(5, 1, 5, due=3_000) and tail.earliest_due() is None
+    assert tail.payload_bytes == 20 and len(tail.due) == 0
+
+
+def test_a_head_that_was_taken_leaves_room_for_an_older_seq() -> None:
+    tail = ColdTail()
+    for seq in range(100, 110):
+        tail.add(seq, 1, 1, f"i{seq}")
+    level = tail.levels[1]
+    assert level.remove(100) and level.remove(101)
+    tail.add_delayed(1, 50, 1, 1, "old")
+    assert tail.promote(1) == 1
+    assert level.first(3) == [50, 102, 103] and len(level) == 9
+    assert list(level.live_reversed())[-2:] == [102, 50]
