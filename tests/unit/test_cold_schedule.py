@@ -8,6 +8,7 @@ tail files a delayed seq apart from the ready ones until it comes due.
 
 from __future__ import annotations
 
+import tracemalloc
 from array import array
 from datetime import UTC, datetime, timedelta
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from xmpp_queue.storage import schedule
 from xmpp_queue.storage.schedule import DueIndex, from_us, to_us
-from xmpp_queue.storage.tail import ColdTail
+from xmpp_queue.storage.tail import BULK_PROMOTE, ColdTail
 
 pairs = st.tuples(st.integers(0, 40), st.integers(1, 400))
 steps = st.lists(
@@ -90,3 +91,36 @@ def test_a_head_that_was_taken_leaves_room_for_an_older_seq() -> None:
     assert tail.promote(1) == 1
     assert level.first(3) == [50, 102, 103] and len(level) == 9
     assert list(level.live_reversed())[-2:] == [102, 50]
+
+
+def test_many_due_at_once_are_promoted_in_one_pass_per_level() -> None:
+    tail = ColdTail()
+    count = BULK_PROMOTE + 10
+    for seq in range(1, 2 * count, 2):  # odd seqs ready
+        tail.add(seq, 1, 1, f"r{seq}")
+    for n, seq in enumerate(range(2, 2 * count + 2, 2)):  # even seqs delayed, due scattered
+        tail.add_delayed((n * 7919) % count, seq, 1 + n % 2, 1, f"d{seq}")
+    assert tail.promote(count - 11) == count - 10  # due 0 .. count-11: all but 10
+    assert tail.delayed_count() == 10 and len(tail.due) == 10
+    ready = sorted(list(tail.levels[1].live()) + list(tail.levels[2].live()))
+    assert len(ready) == 2 * count - 10 and len(tail) == 2 * count
+    assert list(tail.levels[1].live()) == sorted(tail.levels[1].live())
+    assert set(tail.delayed[1].live()) | set(tail.delayed[2].live()) == {
+        2 * (n + 1) for n in range(count) if (n * 7919) % count > count - 11
+    }
+
+
+def test_a_cold_delayed_item_costs_a_few_dozen_bytes() -> None:
+    """Its seq in a level, (due, seq) in the index and its id's bits in the filter:
+    no object per item, whatever order the due times come in."""
+    count = 100_000
+    tracemalloc.start()
+    try:
+        tail = ColdTail()
+        for seq in range(1, count + 1):
+            tail.add_delayed((seq * 7919) % count, seq, 1, 130, f"{seq:032x}")
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(tail) == count and len(tail.due) == count
+    assert held / count < 48, held / count

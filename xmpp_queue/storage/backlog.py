@@ -5,8 +5,11 @@ Waiting items are kept whole (an :class:`Item` in ``NodeState.items`` and the
 ready index) while the store's estimate of the memory they take stays under
 its budget (``[database] backlog_memory_mb``). Beyond it, a plain waiting item
 committed by a batch moves to its node's cold tail (``tail``): its seq alone
-stays in memory. Loading a database puts every plain waiting item there at
-once, so a restart reads seqs, not rows.
+stays in memory; a *delayed* one (a ``Start`` or retry delay still ahead) its
+seq and due time (``schedule``), and the store's delayed-node heap is filed
+under the earliest cold due time, so the timer wakes when one comes due and
+moves it to the cold ready levels. Loading a database puts every plain
+waiting item there at once, so a restart reads seqs and due times, not rows.
 
 Reads bring cold items back through the backend (``ColdReader``):
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from xmpp_queue.storage.id_filter import IdFilter
 from xmpp_queue.storage.schedule import DueIndex
@@ -72,6 +73,15 @@ class TailLevel:
         else:  # the load: one group of unique seqs from the database
             merged = sorted(seqs)
         self.seqs = array("q", merged)
+        self.head = 0
+        self.gone = set()
+
+    def merge_sorted(self, seqs: list[int]) -> None:
+        """Ascending seqs none of which is here, in one pass (the two runs merge in C)."""
+        if len(self):
+            self.seqs = array("q", sorted(itertools.chain(self.live(), seqs)))
+        else:
+            self.seqs = array("q", seqs)
         self.head = 0
         self.gone = set()
 
@@ -127,6 +137,25 @@ class TailLevel:
         """Live seqs lower than *seq* (XEP-0059 positions)."""
         below = bisect.bisect_left(self.seqs, seq, self.head) - self.head
         return below - sum(1 for g in self.gone if g < seq)
+
+
+BULK_PROMOTE = 4096
+"""From this many delayed seqs due at once, ``promote`` rebuilds the levels."""
+
+
+def split_sorted(live: Iterable[int], taken: list[int]) -> tuple[list[int], list[int]]:
+    """(seqs of *live* not in *taken*, those in it); both inputs ascending."""
+    stay: list[int] = []
+    go: list[int] = []
+    at, end = 0, len(taken)
+    for seq in live:
+        while at < end and taken[at] < seq:
+            at += 1
+        if at < end and taken[at] == seq:
+            go.append(seq)
+        else:
+            stay.append(seq)
+    return stay, go
 
 
 class ColdTail:
@@ -209,13 +238,29 @@ class ColdTail:
         """Delayed ones due at or before *now* join their ready level (publish
         order there, by seq); how many. A pair whose seq left the delayed levels
         without its pair (a row found missing) is dropped here."""
+        due = self.due.pop_until(now)
+        if len(due) >= BULK_PROMOTE:
+            return self._promote_many(due)
         moved = 0
-        for seq in self.due.pop_until(now):
+        for seq in due:
             for priority, level in self.delayed.items():
                 if level.remove(seq):
                     self.level(priority).add(seq)
                     moved += 1
                     break
+        return moved
+
+    def _promote_many(self, due: list[int]) -> int:
+        """Many at once (a restart after the consumers were away): each level is
+        rebuilt in one pass, not one insertion per seq."""
+        due.sort()
+        moved = 0
+        for priority, level in self.delayed.items():
+            stay, go = split_sorted(level.live(), due)
+            if go:
+                level.seqs, level.head, level.gone = array("q", stay), 0, set()
+                self.level(priority).merge_sorted(go)
+                moved += len(go)
         return moved
 
     def first_delayed(self) -> int | None:

@@ -152,6 +152,7 @@ class TimeIndexes:
             item.seq, item.item_id, item.priority
         ):
             q.delayed_live -= 1  # its heap entry is stale now (the seq is ready)
+            self._refile_delayed(ns)  # not under that (past) time: no idle wake-up
 
     def _file_delayed(self, ns: NodeState, at: datetime | None) -> None:
         """File *ns* under *at* in the store-wide heap (None: take it out)."""
