@@ -278,16 +278,24 @@ class QueueMachine(RuleBasedStateMachine):
             self.check_notices(done)
 
     @rule(
-        delay=st.sampled_from([1, 5, 40]),
+        delay=st.sampled_from([None, 1, 5, 40]),
         urgency=st.sampled_from([None, "low", "high"]),
         tenant=st.booleans(),
+        ttl=st.sampled_from([None, None, 3, 8, 50]),
     )
-    def publish_for_later(self, delay: int, urgency: str | None, tenant: bool) -> None:
-        """A scheduled delivery: a ``Start`` and nothing that keeps an item whole (no
-        TTL, no ordering key), so on the ``-cold`` backends it waits as (due, seq)
-        only until it comes due, then joins the cold ready items."""
+    def publish_for_later(
+        self, delay: int | None, urgency: str | None, tenant: bool, ttl: int | None
+    ) -> None:
+        """A scheduled delivery (a ``Start``) and/or an item with a TTL, with nothing
+        that keeps an item whole (no ordering key), so on the ``-cold`` backends it
+        waits as (due, seq) and/or (expires, seq) only: it joins the cold ready
+        items when due, and comes back whole when it expires."""
         item_id = f"i{next(self.ids)}"
-        attributes = {"Start": format_datetime(self.clock.now + timedelta(seconds=delay))}
+        attributes: dict[str, str] = {}
+        if delay:
+            attributes["Start"] = format_datetime(self.clock.now + timedelta(seconds=delay))
+        if ttl:
+            attributes["TTL"] = str(ttl)
         if urgency:
             attributes["Urgency"] = urgency
         if tenant:

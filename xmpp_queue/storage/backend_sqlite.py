@@ -91,6 +91,7 @@ class SqliteBackend:
                 for node, priority, seqs, size in conn.execute(SQLITE.load_delayed)
             )
             builder.schedule(schedule_rows(conn.execute(SQLITE.load_schedule)))
+            builder.schedule(schedule_rows(conn.execute(SQLITE.load_expiry)), expiry=True)
             builder.snapshots(conn.execute(SQLITE.load_snapshots))
             for node_id, window in builder.dedup_nodes():
                 last = sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])

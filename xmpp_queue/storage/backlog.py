@@ -74,19 +74,19 @@ class ColdReader(Protocol):
 
 def is_plain(item: Item) -> bool:
     """Whether a waiting item needs nothing in memory but its place in line
-    (and, if delayed, its due time): no lock, no expiry, no ordering key, not
-    retained."""
-    return (
-        item.locked_by is None
-        and item.expires_at is None
-        and item.ordering_key is None
-        and item.acked_at is None
-    )
+    (and its due and expiry times, if it has them): no lock, no ordering key,
+    not retained."""
+    return item.locked_by is None and item.ordering_key is None and item.acked_at is None
 
 
 def due_of(item: Item) -> int | None:
     """The due time a cold delayed *item* is filed under (``schedule``)."""
     return to_us(item.available_at) if item.available_at is not None else None
+
+
+def expiry_of(item: Item) -> int | None:
+    """The expiry time a cold *item* is filed under, if it has one."""
+    return to_us(item.expires_at) if item.expires_at is not None else None
 
 
 class BacklogBudget:
@@ -164,6 +164,7 @@ def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> in
     moved = 0
     nodes = state.nodes
     compact: dict[str, NodeState] = {}
+    expiring: dict[str, NodeState] = {}
     for item in items:
         if not is_plain(item):
             continue
@@ -171,25 +172,35 @@ def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> in
         if ns is None or ns.items.get(item.item_id) is not item:
             continue
         q = ns.queue
+        expires = expiry_of(item)
         if q.ready.discard(item.seq, item.priority):
             del ns.items[item.item_id]
             if q.tail is None:
                 q.tail = ColdTail()
-            q.tail.add(item.seq, item.priority, item.payload_size, item.item_id)
+            q.tail.add(item.seq, item.priority, item.payload_size, item.item_id, expires)
         elif item.available_at is not None:  # no key, not ready: in the delayed heap
             del ns.items[item.item_id]  # its heap entry is stale from now on
             q.delayed_live -= 1
             if q.tail is None:
                 q.tail = ColdTail()
             due = to_us(item.available_at)
-            q.tail.add_delayed(due, item.seq, item.priority, item.payload_size, item.item_id)
+            q.tail.add_delayed(
+                due, item.seq, item.priority, item.payload_size, item.item_id, expires
+            )
             compact[item.node] = ns
         else:
             continue
+        if expires is not None:  # its entry in the heap of whole items is stale now
+            state.expiring_total -= 1
+            expiring[item.node] = ns
         moved += 1
     for ns in compact.values():  # the node stays filed under the same earliest time
         if len(ns.queue.delayed) > 2 * ns.queue.delayed_live + HEAP_SLACK:
             state.rebuild_delayed(ns)
+    for ns in expiring.values():
+        state.file_cold_expiry(ns)
+    if expiring:
+        state.compact_expiry()
     return moved
 
 
@@ -199,8 +210,12 @@ def bring_back(state: MemoryState, ns: NodeState, item: Item) -> bool:
     if tail is None:
         return False
     was_ready = tail.holds_ready(item.seq, item.priority)
-    if not tail.remove(item.seq, item.priority, item.payload_size, due_of(item)):
+    first_expiry = tail.earliest_expiry()
+    expires = expiry_of(item)
+    if not tail.remove(item.seq, item.priority, item.payload_size, due_of(item), expires):
         return False
+    if expires is not None and tail.earliest_expiry() != first_expiry:
+        state.file_cold_expiry(ns)
     ns.queue.payload_bytes -= item.payload_size  # set_item counts it again
     items = ns.items
     newest = next(reversed(items.values()), None) if items else None
@@ -224,10 +239,11 @@ async def bring_back_seqs(
         if bring_back(state, ns, item):
             back[item.seq] = item
     if tail is not None:  # a seq without a row would be asked for forever: drop it
-        for level in [*tail.levels.values(), *tail.delayed.values()]:
-            for seq in seqs:
-                if level.remove(seq):
-                    log.warning("event=cold_item_missing node=%s seq=%d", ns.node.node_id, seq)
+        missing = [seq for seq in seqs if seq not in back and tail.forget(seq)]
+        for seq in missing:
+            log.warning("event=cold_item_missing node=%s seq=%d", ns.node.node_id, seq)
+        if missing:
+            state.file_cold_expiry(ns)
     return back
 
 

@@ -125,6 +125,8 @@ class QueueItems(PayloadWarming):
     async def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
         if limit <= 0:
             return []
+        for ns, seqs in self._s.cold_expired(now, limit):  # cold ones come back whole
+            await backlog.bring_back_seqs(self._s, ns, self._reader, seqs)
         return self._s.expired_waiting(now, limit)
 
     async def due_delayed_nodes(self, now: datetime, limit: int) -> list[str]:
@@ -145,6 +147,7 @@ class QueueItems(PayloadWarming):
             self._s.next_lock_deadline(),
             self._s.next_retry(),
             self._s.next_item_expiry(),
+            self._s.next_cold_expiry(),
             self._s.retention.next_due(self._s.nodes),
             self._s.unused.next_due(self._s.nodes, now),
         ]

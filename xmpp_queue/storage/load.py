@@ -267,16 +267,20 @@ class StateBuilder:
                 self._max_seq = max(self._max_seq, top)
                 q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
 
-    def schedule(self, rows: Iterable[tuple[str, Sequence[int], Sequence[int]]]) -> None:
+    def schedule(
+        self, rows: Iterable[tuple[str, Sequence[int], Sequence[int]]], expiry: bool = False
+    ) -> None:
         """(node id, due times, seqs) of the delayed items ``delayed`` filed, in
-        (due, seq) order: each node's ``DueIndex``."""
+        (due, seq) order: each node's ``DueIndex`` (*expiry*: expiry times of
+        the items ``tail`` and ``delayed`` filed)."""
         nodes = self._state.nodes
         for node_id, dues, seqs in rows:
             ns = nodes.get(node_id)
             if ns is None or ns.queue.tail is None:
-                self.orphans += len(seqs)
+                self.orphans += 0 if expiry else len(seqs)
                 continue
-            ns.queue.tail.due.extend_sorted(array("q", dues), array("q", seqs))
+            index = ns.queue.tail.expiry if expiry else ns.queue.tail.due
+            index.extend_sorted(array("q", dues), array("q", seqs))
 
     def snapshots(self, rows: Iterable[Row]) -> None:
         nodes, when = self._state.nodes, self._when
@@ -314,8 +318,9 @@ class StateBuilder:
         self._state.retention.rebuild(self._state.nodes)
         self._state.unused.rebuild(self._state.nodes)
         for ns in self._state.nodes.values():
-            if ns.queue.tail is not None and ns.queue.tail.due:
-                self._state.refile_delayed(ns)  # the timer sees the cold due times
+            if ns.queue.tail is not None:  # the timer sees the cold due and expiry times
+                self._state.refile_delayed(ns)
+                self._state.file_cold_expiry(ns)
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state

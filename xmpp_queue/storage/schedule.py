@@ -1,4 +1,5 @@
-"""When cold delayed items come due: (due, seq) pairs in time order, in arrays.
+"""When cold delayed items come due (and cold items expire): (time, seq) pairs in
+time order, in arrays.
 
 A scheduled-delivery backlog (items published with a ``Start`` in the future,
 or given back with a retry delay) is as deep as a plain one, and its items are
@@ -14,6 +15,9 @@ case: a fixed delay) is appended to the last block; any other is inserted in
 its block (a move of at most a few kilobytes); taking what came due deletes a
 slice from the front. Due times are whole microseconds since the epoch (UTC),
 exact both ways (:func:`to_us`, :func:`from_us`).
+
+The same index keeps the expiry times of cold items that have one
+(``ColdTail.expiry``): expiry must still fire for an item nobody reads.
 """
 
 from __future__ import annotations
@@ -129,6 +133,22 @@ class DueIndex:
                 del seqs[:upto]
         self._len -= len(found)
         return found
+
+    def upto(self, now: int, limit: int) -> list[int]:
+        """Seqs of up to *limit* pairs due at or before *now*, earliest first (kept)."""
+        found: list[int] = []
+        for dues, seqs in zip(self._dues, self._seqs, strict=True):
+            if dues[0] > now or len(found) >= limit:
+                break
+            found.extend(seqs[: min(bisect_right(dues, now), limit - len(found))])
+        return found
+
+    def remove_seq(self, seq: int) -> bool:
+        """Take out the pair of *seq* whatever its time (a scan: a row found missing)."""
+        for dues, seqs in zip(self._dues, self._seqs, strict=True):
+            if seq in seqs:
+                return self.remove(dues[seqs.index(seq)], seq)
+        return False
 
     def extend_sorted(self, dues: array[int], seqs: array[int]) -> None:
         """Pairs in ascending order, all later than those here (a load)."""

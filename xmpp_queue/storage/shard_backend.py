@@ -50,6 +50,7 @@ from xmpp_queue.storage.sql_statements import (
     _compile,
     coolable,
     delayed_waiting,
+    expiring_waiting,
     load_schedule,
     plain_waiting,
 )
@@ -62,7 +63,7 @@ SUB_ID_BLOCK = 2**32  # subscription ids one term of a shard may hand out
 _BLOCK_LOCK = 0x78717368  # the advisory lock key of the block reservation ("xqsh")
 
 
-def _shard_loads() -> tuple[str, str, str, str, str, str, str, str]:
+def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
     """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)."""
     from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
@@ -118,6 +119,11 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str]:
             load_schedule(dialect, and_(i.c.node_id.in_(mine), delayed_waiting())), dialect, shard
         ),
         _compile(
+            load_schedule(dialect, and_(i.c.node_id.in_(mine), expiring_waiting()), expiry=True),
+            dialect,
+            shard,
+        ),
+        _compile(
             select(*(x.c[f] for f in SNAPSHOT_FIELDS)).where(x.c.node_id.in_(mine)), dialect, shard
         ),
     )
@@ -131,6 +137,7 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str]:
     LOAD_TAIL,
     LOAD_DELAYED,
     LOAD_SCHEDULE,
+    LOAD_EXPIRY,
     LOAD_SNAPSHOTS,
 ) = _shard_loads()
 
@@ -200,6 +207,7 @@ class ShardBackend(PostgresBackend):
                 builder.tail(await conn.fetch(LOAD_TAIL, self.shard))
                 builder.delayed(await conn.fetch(LOAD_DELAYED, self.shard))
                 builder.schedule(await conn.fetch(LOAD_SCHEDULE, self.shard))
+                builder.schedule(await conn.fetch(LOAD_EXPIRY, self.shard), expiry=True)
                 builder.snapshots(await conn.fetch(LOAD_SNAPSHOTS, self.shard))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)

@@ -78,6 +78,7 @@ class Statements:
     load_tail: str
     load_delayed: str
     load_schedule: str
+    load_expiry: str
     items_by_seq: str
     item_by_id: str
     tail_ids: str
@@ -115,15 +116,10 @@ def _compile(statement: ClauseElement, dialect: Dialect, params: Sequence[str]) 
 
 
 def coolable() -> ColumnElement[bool]:
-    """A waiting item that may be kept as its seq (and due time) alone
-    (``backlog.is_plain``): no lock, expiry or ordering key, not retained."""
+    """A waiting item that may be kept as its seq (and due and expiry times)
+    alone (``backlog.is_plain``): no lock or ordering key, not retained."""
     i = schema.items.c
-    return and_(
-        i.acked_at.is_(None),
-        i.locked_by.is_(None),
-        i.expires_at.is_(None),
-        i.ordering_key.is_(None),
-    )
+    return and_(i.acked_at.is_(None), i.locked_by.is_(None), i.ordering_key.is_(None))
 
 
 def plain_waiting() -> ColumnElement[bool]:
@@ -136,10 +132,15 @@ def delayed_waiting() -> ColumnElement[bool]:
     return and_(coolable(), schema.items.c.available_at.is_not(None))
 
 
-def due_us(dialect: Dialect) -> ColumnElement[Any]:
-    """``available_at`` as whole microseconds since the epoch (``schedule.to_us``),
-    computed by the database so a load converts no timestamp in Python."""
-    at = schema.items.c.available_at
+def expiring_waiting() -> ColumnElement[bool]:
+    """A cold waiting item whose expiry time stays in memory (``tail``)."""
+    return and_(coolable(), schema.items.c.expires_at.is_not(None))
+
+
+def due_us(dialect: Dialect, at: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A time column (``available_at``, ``expires_at``) as whole microseconds since
+    the epoch (``schedule.to_us``), computed by the database so a load converts no
+    timestamp in Python."""
     million: ColumnElement[Any] = literal_column("1000000")
     if dialect.name == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC)
         seconds = cast(func.strftime(literal_column("'%s'"), at), Integer)
@@ -148,11 +149,15 @@ def due_us(dialect: Dialect) -> ColumnElement[Any]:
     return cast(extract("epoch", at) * million, BigInteger)
 
 
-def load_schedule(dialect: Dialect, where: ColumnElement[bool]) -> ClauseElement:
-    """Cold delayed items' (due, seq) in time order: on SQLite a row each,
-    ordered (its aggregates keep no order); on PostgreSQL two arrays per node."""
+def load_schedule(
+    dialect: Dialect, where: ColumnElement[bool], expiry: bool = False
+) -> ClauseElement:
+    """Cold delayed items' (due, seq) in time order, or with *expiry* cold items'
+    (expires, seq): on SQLite a row each, ordered (its aggregates keep no
+    order); on PostgreSQL two arrays per node."""
     i = schema.items.c
-    due, order = due_us(dialect), (i.available_at, i.seq)
+    at = i.expires_at if expiry else i.available_at
+    due, order = due_us(dialect, at), (at, i.seq)
     if dialect.name == "sqlite":
         return select(i.node_id, due, i.seq).where(where).order_by(i.node_id, *order)
     return (
@@ -247,6 +252,7 @@ def _statements(
             .group_by(i.c.node_id, i.c.priority)
         ),
         load_schedule=c(load_schedule(dialect, delayed_waiting())),
+        load_expiry=c(load_schedule(dialect, expiring_waiting(), expiry=True)),
         items_by_seq=c(
             select(*(i.c[f] for f in ITEM_FIELDS))
             .where(i.c.node_id == bindparam("node"), seq_list)

@@ -47,7 +47,12 @@ from xmpp_queue.storage.node_state import NodeState, QueueIndex
 from xmpp_queue.storage.ready import by_priority
 from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
-from xmpp_queue.storage.time_indexes import DelayedEntry, ExpiryEntry, LockEntry
+from xmpp_queue.storage.time_indexes import (
+    ColdExpiryEntry,
+    DelayedEntry,
+    ExpiryEntry,
+    LockEntry,
+)
 from xmpp_queue.storage.unused import UnusedIndex
 
 HOT_WINDOW = 1024
@@ -64,6 +69,7 @@ class MemoryState(ItemPlacement):
         # Waiting items with an expiry time (locked ones are not due: a worker has them).
         self.expiry_heap: list[ExpiryEntry] = []
         self.expiring_total = 0
+        self.cold_expiry_heap: list[ColdExpiryEntry] = []  # nodes by earliest cold expiry
         # Nodes with delayed items, by their earliest available_at: an entry is live
         # while the node is still filed under that time (QueueIndex.delayed_due).
         self.delayed_heap: list[DelayedEntry] = []
@@ -163,6 +169,7 @@ class MemoryState(ItemPlacement):
         self.expiring_total = 0
         self.expiry_heap = []
         self.delayed_heap, self.delayed_filed = [], 0
+        self.cold_expiry_heap = []
         self.retention.rebuild(self.nodes)
         self.unused.rebuild(self.nodes)
         for ns in self.nodes.values():
@@ -172,6 +179,7 @@ class MemoryState(ItemPlacement):
             ns.queue.delayed_due = None  # the heap was emptied: file every node anew
             if self.has_delayed(ns):
                 self._refile_delayed(ns)
+            self.file_cold_expiry(ns)
             for item_id in ns.queue.locked:
                 self.push_deadline(ns.items[item_id])
 

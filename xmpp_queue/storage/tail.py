@@ -162,12 +162,13 @@ class ColdTail:
     """One node's cold items: a :class:`TailLevel` per priority of ready ones and
     of delayed ones, the delayed ones' due times (``schedule``), and their bytes."""
 
-    __slots__ = ("delayed", "due", "ids", "levels", "payload_bytes", "unknown_upto")
+    __slots__ = ("delayed", "due", "expiry", "ids", "levels", "payload_bytes", "unknown_upto")
 
     def __init__(self) -> None:
         self.levels: dict[int, TailLevel] = {}  # ready: dispatch takes their heads
         self.delayed: dict[int, TailLevel] = {}  # held back until their due time
         self.due = DueIndex()  # (due, seq) of every delayed one
+        self.expiry = DueIndex()  # (expires, seq) of every one with an expiry time
         self.payload_bytes = 0  # also counted in the node's ``QueueIndex.payload_bytes``
         self.ids = IdFilter()  # the id of every item that went cold in this process
         # Seqs up to this one were loaded without their ids (0: none): while one of
@@ -205,20 +206,43 @@ class ColdTail:
             found = self.delayed[priority] = TailLevel()
         return found
 
-    def add(self, seq: int, priority: int, size: int, item_id: str) -> None:
+    def add(
+        self, seq: int, priority: int, size: int, item_id: str, expires: int | None = None
+    ) -> None:
+        """A ready one (expiring at *expires*, microseconds, if it has a time)."""
         self.level(priority).add(seq)
         self.payload_bytes += size
         self.ids.add(item_id)
+        if expires is not None:
+            self.expiry.add(expires, seq)
 
-    def add_delayed(self, due: int, seq: int, priority: int, size: int, item_id: str) -> None:
+    def add_delayed(
+        self,
+        due: int,
+        seq: int,
+        priority: int,
+        size: int,
+        item_id: str,
+        expires: int | None = None,
+    ) -> None:
         """A waiting item held back until *due* (microseconds, ``schedule.to_us``)."""
         self.delayed_level(priority).add(seq)
         self.due.add(due, seq)
         self.payload_bytes += size
         self.ids.add(item_id)
+        if expires is not None:
+            self.expiry.add(expires, seq)
 
-    def remove(self, seq: int, priority: int, size: int, due: int | None = None) -> bool:
-        """Take a ready one out, or a delayed one (due at *due*); whether it was here."""
+    def remove(
+        self,
+        seq: int,
+        priority: int,
+        size: int,
+        due: int | None = None,
+        expires: int | None = None,
+    ) -> bool:
+        """Take a ready one out, or a delayed one (due at *due*); whether it was here.
+        *expires*: its expiry time, if it has one."""
         level = self.levels.get(priority)
         if level is None or not level.remove(seq):
             level = self.delayed.get(priority)
@@ -226,8 +250,24 @@ class ColdTail:
                 return False
             level.remove(seq)
             self.due.remove(due, seq)
+        if expires is not None:
+            self.expiry.remove(expires, seq)
         self.payload_bytes -= size
         return True
+
+    def forget(self, seq: int) -> bool:
+        """Take *seq* out of every level and index (its row is missing); whether found."""
+        ready = any(level.remove(seq) for level in self.levels.values())
+        delayed = any(level.remove(seq) for level in self.delayed.values())
+        if delayed:
+            self.due.remove_seq(seq)
+        if ready or delayed:
+            self.expiry.remove_seq(seq)
+        return ready or delayed
+
+    def earliest_expiry(self) -> int | None:
+        first = self.expiry.first()
+        return first[0] if first is not None else None
 
     def earliest_due(self) -> int | None:
         """When the first delayed one comes due (microseconds; None: none)."""

@@ -22,6 +22,7 @@ from xmpp_queue.storage.schedule import from_us, to_us
 LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
 ExpiryEntry = tuple[datetime, int, str, str]  # (expires_at, seq, node_id, item_id)
 DelayedEntry = tuple[datetime, str]  # (a node's earliest available_at, node_id)
+ColdExpiryEntry = tuple[int, str]  # (a node's earliest cold expiry, microseconds; node_id)
 
 
 class TimeIndexes:
@@ -34,6 +35,7 @@ class TimeIndexes:
     expiring_total: int
     delayed_heap: list[DelayedEntry]
     delayed_filed: int
+    cold_expiry_heap: list[ColdExpiryEntry]
 
     def _placed(self, ns: NodeState, item: Item) -> bool:
         """Whether *item* is the one of its key in the node's indexes."""
@@ -100,6 +102,59 @@ class TimeIndexes:
         while heap and self._expiry_entry_item(heap[0]) is None:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
+
+    def compact_expiry(self) -> None:
+        """Drop stale entries once they outnumber the live ones (items gone cold)."""
+        if len(self.expiry_heap) > 2 * self.expiring_total + HEAP_SLACK:
+            live = {e for e in self.expiry_heap if self._expiry_entry_item(e) is not None}
+            self.expiry_heap = sorted(live)
+
+    # --- cold items' expiry (``tail``: a node's (expires, seq) pairs) -------------------
+
+    def file_cold_expiry(self, ns: NodeState) -> None:
+        """File *ns* under its earliest cold expiry (call when that changed); an
+        entry is live while it names the node's earliest (lazy deletion)."""
+        tail = ns.queue.tail
+        at = tail.earliest_expiry() if tail is not None else None
+        if at is None:
+            return
+        heap = self.cold_expiry_heap
+        heapq.heappush(heap, (at, ns.node.node_id))
+        if len(heap) > 2 * len(self.nodes) + HEAP_SLACK:
+            live = {e for e in heap if self._cold_expiry_node(e) is not None}
+            self.cold_expiry_heap = sorted(live)
+
+    def _cold_expiry_node(self, entry: ColdExpiryEntry) -> NodeState | None:
+        ns = self.nodes.get(entry[1])
+        tail = ns.queue.tail if ns is not None else None
+        if tail is None or tail.earliest_expiry() != entry[0]:
+            return None
+        return ns
+
+    def cold_expired(self, now: datetime, limit: int) -> list[tuple[NodeState, list[int]]]:
+        """Nodes with cold items expired by *now*, and up to *limit* of their seqs
+        each (the caller brings them back; their entries stay until that changes
+        the node's earliest expiry)."""
+        heap, at = self.cold_expiry_heap, to_us(now)
+        found: list[tuple[NodeState, list[int]]] = []
+        kept: list[ColdExpiryEntry] = []
+        while heap and heap[0][0] <= at and len(found) < limit:
+            entry = heapq.heappop(heap)
+            ns = self._cold_expiry_node(entry)
+            if ns is None or any(f[0] is ns for f in found):
+                continue
+            kept.append(entry)
+            assert ns.queue.tail is not None
+            found.append((ns, ns.queue.tail.expiry.upto(at, limit)))
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def next_cold_expiry(self) -> datetime | None:
+        heap = self.cold_expiry_heap
+        while heap and self._cold_expiry_node(heap[0]) is None:
+            heapq.heappop(heap)
+        return from_us(heap[0][0]) if heap else None
 
     # --- retry delays --------------------------------------------------------------------
 
