@@ -18,6 +18,9 @@ the first item is handed out (``next_ready`` and a lock, committed). Printed:
 scattered over the N milliseconds after the hand-out and not in publish order:
 a scheduled-delivery backlog; only the newest item is due at the hand-out.
 
+``--expiring`` gives every item an expiry time as well (30 days after the
+hand-out), with or without ``--delayed``.
+
 ``--published`` measures the other way in: N items published through the store
 (commits of 1,000) with ``backlog_bytes=0``, and the memory they hold once cold
 (their seqs and the id filter, ``storage/id_filter.py``).
@@ -77,8 +80,13 @@ def due_at(n: int, count: int) -> datetime:
     return HAND_OUT_AT + timedelta(milliseconds=(n * 7919) % count)
 
 
+EXPIRING = {"on": False}  # --expiring: every item also expires, long after the hand-out
+EXPIRES_AT = HAND_OUT_AT + timedelta(days=30)
+
+
 def columns(delayed: bool) -> tuple[str, ...]:
-    return (*COLUMNS, "available_at") if delayed else COLUMNS
+    names = (*COLUMNS, "available_at") if delayed else COLUMNS
+    return (*names, "expires_at") if EXPIRING["on"] else names
 
 
 def rows(count: int, headers: bool, delayed: bool = False) -> Any:
@@ -98,7 +106,8 @@ def rows(count: int, headers: bool, delayed: bool = False) -> Any:
             shim,
             1,
         )
-        yield (*row, due_at(n, count)) if delayed else row
+        row = (*row, due_at(n, count)) if delayed else row
+        yield (*row, EXPIRES_AT) if EXPIRING["on"] else row
 
 
 def fill_sqlite(path: str, count: int, headers: bool, delayed: bool) -> None:
@@ -194,7 +203,8 @@ async def measure(
     db = "sqlite" if is_sqlite(url) else "postgresql"
     print(
         f"{db} items={count:,} headers={'own' if headers else 'none'}"
-        f"{' delayed' if delayed else ''} (filled in {filled:.0f}s): "
+        f"{' delayed' if delayed else ''}{' expiring' if EXPIRING['on'] else ''}"
+        f" (filled in {filled:.0f}s): "
         f"open {opened:.2f}s, open to first hand-out {first:.2f}s; "
         f"tracemalloc {held / count:,.1f} bytes/waiting item ({held / 2**20:,.1f} MiB); "
         f"RSS grew {grown:,.0f} MiB; backlog counted {backlog:,}; "
@@ -232,6 +242,7 @@ async def measure_published(url: str, count: int, headers: bool, delayed: bool) 
                         shim,
                         at,
                         available_at=due_at(n + 1, count) if delayed else None,
+                        expires_at=EXPIRES_AT if EXPIRING["on"] else None,
                     )
                 )
             await tx.commit()
@@ -243,7 +254,8 @@ async def measure_published(url: str, count: int, headers: bool, delayed: bool) 
     await store.close()
     db = "sqlite" if is_sqlite(url) else "postgresql"
     print(
-        f"{db} published={count:,}{' delayed' if delayed else ''} through the store, "
+        f"{db} published={count:,}{' delayed' if delayed else ''}"
+        f"{' expiring' if EXPIRING['on'] else ''} through the store, "
         f"backlog_bytes=0 ({wall:.0f}s): "
         f"tracemalloc {held / count:,.1f} bytes/waiting item; backlog counted {backlog:,}"
     )
@@ -288,7 +300,11 @@ def main() -> None:
         action="store_true",
         help="every item's Start in the future (a scheduled backlog; one due at the hand-out)",
     )
+    parser.add_argument(
+        "--expiring", action="store_true", help="every item also has an expiry time (30 days on)"
+    )
     args = parser.parse_args()
+    EXPIRING["on"] = args.expiring
     url = args.url or f"sqlite:///{Path('/tmp') / 'xq-backlog-memory.db'}"
     asyncio.run(
         main_async(

@@ -1,9 +1,9 @@
 """The cold tail of a node: committed waiting items kept in memory as a seq alone
-(a delayed one also as its due time).
+(and their due and expiry times, if they have them).
 
 A deep backlog is read from its head only, so most of its items need nothing
 in memory but their place in dispatch order. A *plain* waiting item (unlocked,
-not delayed, no expiry, no ordering key, not retained) that was committed
+not delayed, no ordering key, not retained) that was committed
 while the store's backlog budget was spent leaves ``NodeState.items`` and the
 ready index and is kept here as its seq, filed under its priority level: about
 8 bytes in an ``array('q')`` instead of some 400 bytes of objects. Its row in
@@ -24,6 +24,10 @@ plain) goes cold the same way, filed in a second set of levels
 (24 bytes in all). When it comes due (``promote``, driven by the store's
 delayed-node heap, see ``time_indexes``) its seq moves to its ready level, in
 publish order like any other; paging and counts see both sets of levels.
+
+An item with an expiry time, delayed or not, also has (expires, seq) in
+``ColdTail.expiry`` (16 bytes more), so expiry fires for it (``time_indexes``:
+``cold_expired``); it is read back whole when it expires.
 """
 
 from __future__ import annotations

@@ -132,20 +132,22 @@ class TimeIndexes:
         return ns
 
     def cold_expired(self, now: datetime, limit: int) -> list[tuple[NodeState, list[int]]]:
-        """Nodes with cold items expired by *now*, and up to *limit* of their seqs
-        each (the caller brings them back; their entries stay until that changes
-        the node's earliest expiry)."""
+        """Nodes with cold items expired by *now*, and their seqs, up to *limit*
+        in all (the caller brings them back; their entries stay until that
+        changes the node's earliest expiry)."""
         heap, at = self.cold_expiry_heap, to_us(now)
         found: list[tuple[NodeState, list[int]]] = []
         kept: list[ColdExpiryEntry] = []
-        while heap and heap[0][0] <= at and len(found) < limit:
+        while heap and heap[0][0] <= at and limit > 0:
             entry = heapq.heappop(heap)
             ns = self._cold_expiry_node(entry)
             if ns is None or any(f[0] is ns for f in found):
                 continue
             kept.append(entry)
             assert ns.queue.tail is not None
-            found.append((ns, ns.queue.tail.expiry.upto(at, limit)))
+            seqs = ns.queue.tail.expiry.upto(at, limit)
+            found.append((ns, seqs))
+            limit -= len(seqs)
         for entry in kept:
             heapq.heappush(heap, entry)
         return found
