@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xmpp_queue.storage import schedule
+from xmpp_queue.storage import tail as tail_module
 from xmpp_queue.storage.schedule import DueIndex, from_us, to_us
 from xmpp_queue.storage.tail import BULK_PROMOTE, ColdTail
 
@@ -124,3 +125,34 @@ def test_a_cold_delayed_item_costs_a_few_dozen_bytes() -> None:
         tracemalloc.stop()
     assert len(tail) == count and len(tail.due) == count
     assert held / count < 48, held / count
+
+
+def test_seqs_taken_out_of_order_do_not_pile_up() -> None:
+    level = ColdTail().delayed_level(1)
+    level.extend_sorted(list(range(1, 40_001)))
+    for seq in range(40_000, 1, -2):  # the even ones, newest first: never the head
+        assert level.remove(seq)
+    assert len(level.gone) <= 40_000 // 16 and len(level) == 20_000
+    assert level.first(3) == [1, 3, 5] and level.count_below(11) == 5
+    assert list(level.live_reversed())[:2] == [39_999, 39_997]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 80)), max_size=150))
+def test_a_level_rewritten_without_its_gone_seqs_still_answers_as_a_set(
+    ops: list[tuple[bool, int]],
+) -> None:
+    tail_module.GONE_SLACK, saved = 2, tail_module.GONE_SLACK
+    try:
+        level, model = ColdTail().level(1), set[int]()
+        for add, seq in ops:
+            if add:
+                level.add(seq)
+                model.add(seq)
+            else:
+                assert level.remove(seq) == (seq in model)
+                model.discard(seq)
+            assert list(level.live()) == sorted(model) and len(level) == len(model)
+            assert level.count_below(seq) == sum(1 for s in model if s < seq)
+    finally:
+        tail_module.GONE_SLACK = saved

@@ -41,6 +41,11 @@ from collections.abc import Iterable, Iterator
 from xmpp_queue.storage.id_filter import IdFilter
 from xmpp_queue.storage.schedule import DueIndex
 
+GONE_SLACK = 1024
+"""A level rewrites its array without the seqs taken from its middle once they
+are more than this and a sixteenth of it (delayed ones come due in time order,
+not seq order)."""
+
 
 class TailLevel:
     """The seqs of one priority level's cold items, ascending."""
@@ -104,10 +109,18 @@ class TailLevel:
             self._skip_gone()
         else:
             self.gone.add(seq)
+            if len(self.gone) > GONE_SLACK and len(self.gone) * 16 > len(seqs):
+                self._drop_gone()  # taken out of order (a set entry is ~70 bytes)
+                return True
         if self.head > 4096 and self.head * 2 > len(seqs):
             del seqs[: self.head]
             self.head = 0
         return True
+
+    def _drop_gone(self) -> None:
+        gone = self.gone
+        self.seqs = array("q", [s for s in self.seqs[self.head :] if s not in gone])
+        self.head, self.gone = 0, set()
 
     def _skip_gone(self) -> None:
         seqs, gone = self.seqs, self.gone
