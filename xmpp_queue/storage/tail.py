@@ -69,9 +69,13 @@ class TailLevel:
         if at < len(seqs) and seqs[at] == seq:
             self.gone.discard(seq)  # came back
             return
-        if at == self.head and self.head:  # before the head: a taken slot is free
-            self.head -= 1
-            seqs[self.head] = seq
+        head = self.head
+        if head and at - head < len(seqs) - at:
+            # Nearer the head (a delayed item that came due is usually older than
+            # most ready ones): shift the front into a taken slot, not the rest.
+            seqs[head - 1 : at - 1] = seqs[head:at]
+            seqs[at - 1] = seq
+            self.head = head - 1
             return
         seqs.insert(at, seq)
 
