@@ -14,6 +14,13 @@ the first item is handed out (``next_ready`` and a lock, committed). Printed:
   keeps no waiting item whole;
 - the growth of the resident set during the first open.
 
+``--delayed`` gives every item a ``Start`` in the future (``available_at``),
+scattered over the N milliseconds after the hand-out and not in publish order:
+a scheduled-delivery backlog; only the newest item is due at the hand-out.
+
+``--expiring`` gives every item an expiry time as well (30 days after the
+hand-out), with or without ``--delayed``.
+
 ``--published`` measures the other way in: N items published through the store
 (commits of 1,000) with ``backlog_bytes=0``, and the memory they hold once cold
 (their seqs and the id filter, ``storage/id_filter.py``).
@@ -62,11 +69,31 @@ COLUMNS = (
 )
 
 
-def rows(count: int, headers: bool) -> Any:
+HAND_OUT_AT = T0 + timedelta(days=1)  # "now" of the first hand-out
+
+
+def due_at(n: int, count: int) -> datetime:
+    """``--delayed``: item *n*'s Start, scattered over the *count* milliseconds from
+    the hand-out on (not in publish order, as scheduled times are); only the last
+    item published is due at the first hand-out (7919 is prime: n * 7919 % count
+    is 0 for n = count alone)."""
+    return HAND_OUT_AT + timedelta(milliseconds=(n * 7919) % count)
+
+
+EXPIRING = {"on": False}  # --expiring: every item also expires, long after the hand-out
+EXPIRES_AT = HAND_OUT_AT + timedelta(days=30)
+
+
+def columns(delayed: bool) -> tuple[str, ...]:
+    names = (*COLUMNS, "available_at") if delayed else COLUMNS
+    return (*names, "expires_at") if EXPIRING["on"] else names
+
+
+def rows(count: int, headers: bool, delayed: bool = False) -> Any:
     for n in range(1, count + 1):
         at = T0 + timedelta(microseconds=n)
         shim = json.dumps({"Trace": f"t-{n}", "Tenant": f"tenant-{n % 1000}"}) if headers else None
-        yield (
+        row = (
             n,
             "q",
             uuid.UUID(int=n).hex,
@@ -79,9 +106,11 @@ def rows(count: int, headers: bool) -> Any:
             shim,
             1,
         )
+        row = (*row, due_at(n, count)) if delayed else row
+        yield (*row, EXPIRES_AT) if EXPIRING["on"] else row
 
 
-def fill_sqlite(path: str, count: int, headers: bool) -> None:
+def fill_sqlite(path: str, count: int, headers: bool, delayed: bool) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN")
@@ -90,22 +119,20 @@ def fill_sqlite(path: str, count: int, headers: bool) -> None:
             "('q', '{\"queue\":true}', '', '2026-01-01 00:00:00.000000')"
         )
         text_rows = (
-            (
-                *r[:6],
-                r[6].isoformat(" ", "microseconds")[:26],
-                r[7].isoformat(" ", "microseconds")[:26],
-                *r[8:],
+            tuple(
+                v.isoformat(" ", "microseconds")[:26] if isinstance(v, datetime) else v for v in r
             )
-            for r in rows(count, headers)
+            for r in rows(count, headers, delayed)
         )
-        marks = ", ".join("?" * len(COLUMNS))
-        conn.executemany(f"INSERT INTO items ({', '.join(COLUMNS)}) VALUES ({marks})", text_rows)
+        names = columns(delayed)
+        marks = ", ".join("?" * len(names))
+        conn.executemany(f"INSERT INTO items ({', '.join(names)}) VALUES ({marks})", text_rows)
         conn.execute("COMMIT")
     finally:
         conn.close()
 
 
-async def fill_postgres(url: str, count: int, headers: bool) -> None:
+async def fill_postgres(url: str, count: int, headers: bool, delayed: bool) -> None:
     import asyncpg
     from sqlalchemy.engine import make_url
 
@@ -117,7 +144,9 @@ async def fill_postgres(url: str, count: int, headers: bool) -> None:
             "('q', '{\"queue\":true}', '', $1)",
             T0,
         )
-        await conn.copy_records_to_table("items", records=rows(count, headers), columns=COLUMNS)
+        await conn.copy_records_to_table(
+            "items", records=rows(count, headers, delayed), columns=columns(delayed)
+        )
         await conn.execute("SELECT setval(pg_get_serial_sequence('items', 'seq'), $1)", count + 1)
         await conn.execute("ANALYZE items")
     finally:
@@ -133,7 +162,7 @@ async def first_hand_out(url: str) -> tuple[float, float, float, Any]:
     store = await StateStore.open(url)
     opened = time.perf_counter() - started
     async with store.transaction() as tx:
-        head = await tx.items.next_ready("q", T0 + timedelta(days=1), 1)
+        head = await tx.items.next_ready("q", HAND_OUT_AT, 1)
         assert head and head[0].payload == PAYLOAD, head
         assert await tx.items.lock(
             "q", head[0].item_id, "s1", "w@example.org/r", T0, T0 + timedelta(days=2)
@@ -145,13 +174,15 @@ async def first_hand_out(url: str) -> tuple[float, float, float, Any]:
     return opened, first, time.perf_counter() - started, store
 
 
-async def measure(url: str, count: int, headers: bool, traced_fill: bool = True) -> None:
+async def measure(
+    url: str, count: int, headers: bool, delayed: bool, traced_fill: bool = True
+) -> None:
     fill_started = time.perf_counter()
     await reset(url)
     if is_sqlite(url):
-        await asyncio.to_thread(fill_sqlite, url.split("///", 1)[1], count, headers)
+        await asyncio.to_thread(fill_sqlite, url.split("///", 1)[1], count, headers, delayed)
     else:
-        await fill_postgres(url, count, headers)
+        await fill_postgres(url, count, headers, delayed)
     filled = time.perf_counter() - fill_started
     before = rss_mib()
     opened, first, filled_ids, store = await first_hand_out(url)
@@ -171,7 +202,9 @@ async def measure(url: str, count: int, headers: bool, traced_fill: bool = True)
     await store.close()
     db = "sqlite" if is_sqlite(url) else "postgresql"
     print(
-        f"{db} items={count:,} headers={'own' if headers else 'none'} (filled in {filled:.0f}s): "
+        f"{db} items={count:,} headers={'own' if headers else 'none'}"
+        f"{' delayed' if delayed else ''}{' expiring' if EXPIRING['on'] else ''}"
+        f" (filled in {filled:.0f}s): "
         f"open {opened:.2f}s, open to first hand-out {first:.2f}s; "
         f"tracemalloc {held / count:,.1f} bytes/waiting item ({held / 2**20:,.1f} MiB); "
         f"RSS grew {grown:,.0f} MiB; backlog counted {backlog:,}; "
@@ -180,7 +213,7 @@ async def measure(url: str, count: int, headers: bool, traced_fill: bool = True)
     )
 
 
-async def measure_published(url: str, count: int, headers: bool) -> None:
+async def measure_published(url: str, count: int, headers: bool, delayed: bool) -> None:
     """Items published through the store (commits of 1,000), with no memory for
     whole waiting items: what each costs in memory once it went cold."""
     from xmpp_queue.core.model import Node, NodeConfig, new_item
@@ -200,7 +233,17 @@ async def measure_published(url: str, count: int, headers: bool) -> None:
                 at = T0 + timedelta(microseconds=n)
                 item_id = uuid.UUID(int=n).hex
                 await tx.items.put(
-                    new_item("q", item_id, "pub@example.org/bulk", PAYLOAD, len(PAYLOAD), shim, at)
+                    new_item(
+                        "q",
+                        item_id,
+                        "pub@example.org/bulk",
+                        PAYLOAD,
+                        len(PAYLOAD),
+                        shim,
+                        at,
+                        available_at=due_at(n + 1, count) if delayed else None,
+                        expires_at=EXPIRES_AT if EXPIRING["on"] else None,
+                    )
                 )
             await tx.commit()
     wall = time.perf_counter() - started
@@ -211,19 +254,21 @@ async def measure_published(url: str, count: int, headers: bool) -> None:
     await store.close()
     db = "sqlite" if is_sqlite(url) else "postgresql"
     print(
-        f"{db} published={count:,} through the store, backlog_bytes=0 ({wall:.0f}s): "
+        f"{db} published={count:,}{' delayed' if delayed else ''}"
+        f"{' expiring' if EXPIRING['on'] else ''} through the store, "
+        f"backlog_bytes=0 ({wall:.0f}s): "
         f"tracemalloc {held / count:,.1f} bytes/waiting item; backlog counted {backlog:,}"
     )
 
 
 async def main_async(
-    url: str, count: int, headers: bool, published: bool, traced_fill: bool
+    url: str, count: int, headers: bool, published: bool, traced_fill: bool, delayed: bool
 ) -> None:
     async def run(target: str) -> None:
         if published:
-            await measure_published(target, count, headers)
+            await measure_published(target, count, headers, delayed)
         else:
-            await measure(target, count, headers, traced_fill)
+            await measure(target, count, headers, delayed, traced_fill)
 
     if is_sqlite(url):
         await run(url)
@@ -250,10 +295,26 @@ def main() -> None:
         action="store_true",
         help="read tracemalloc before the id filter is filled (its read is slow under it)",
     )
+    parser.add_argument(
+        "--delayed",
+        action="store_true",
+        help="every item's Start in the future (a scheduled backlog; one due at the hand-out)",
+    )
+    parser.add_argument(
+        "--expiring", action="store_true", help="every item also has an expiry time (30 days on)"
+    )
     args = parser.parse_args()
+    EXPIRING["on"] = args.expiring
     url = args.url or f"sqlite:///{Path('/tmp') / 'xq-backlog-memory.db'}"
     asyncio.run(
-        main_async(url, args.items, args.headers, args.published, not args.memory_before_fill)
+        main_async(
+            url,
+            args.items,
+            args.headers,
+            args.published,
+            not args.memory_before_fill,
+            args.delayed,
+        )
     )
 
 

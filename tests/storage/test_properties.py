@@ -278,6 +278,37 @@ class QueueMachine(RuleBasedStateMachine):
             self.attributes[item_id] = attributes
             self.check_notices(done)
 
+    @rule(
+        delay=st.sampled_from([None, 1, 5, 40]),
+        urgency=st.sampled_from([None, "low", "high"]),
+        tenant=st.booleans(),
+        ttl=st.sampled_from([None, None, 3, 8, 50]),
+    )
+    def publish_for_later(
+        self, delay: int | None, urgency: str | None, tenant: bool, ttl: int | None
+    ) -> None:
+        """A scheduled delivery (a ``Start``) and/or an item with a TTL, with nothing
+        that keeps an item whole (no ordering key), so on the ``-cold`` backends it
+        waits as (due, seq) and/or (expires, seq) only: it joins the cold ready
+        items when due, and comes back whole when it expires."""
+        item_id = f"i{next(self.ids)}"
+        attributes: dict[str, str] = {}
+        if delay:
+            attributes["Start"] = format_datetime(self.clock.now + timedelta(seconds=delay))
+        if ttl:
+            attributes["TTL"] = str(ttl)
+        if urgency:
+            attributes["Urgency"] = urgency
+        if tenant:
+            attributes["tenant"] = "a"
+        done = self.attempt(
+            lambda: self.service.publish(PUB, QUEUE, item_id, "<job/>", 6, attributes=attributes)
+        )
+        if done is not None:
+            self.published.append(item_id)
+            self.attributes[item_id] = attributes
+            self.check_notices(done)
+
     @rule(data=st.data())
     def publish_a_finished_id_again(self, data: st.DataObject) -> None:
         """A publisher's retry of an id that was acked or retracted: inside the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from sqlalchemy import text
 
 from tests.kit import FakeClock
 from tests.kit.stores import empty_pg
+from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.errors import NodeExists, NodeNotFound
 from xmpp_queue.core.model import Actor
 from xmpp_queue.core.placement import pick_shard
@@ -131,6 +133,19 @@ class ShardMachine(RuleBasedStateMachine):
             self.run(self.services[shard].publish(OWNER, name, item, "<x/>", 4))
         except NodeNotFound:
             assert name not in self.holds(shard)
+
+    @rule(name=st.sampled_from(NAMES), shard=st.integers(0, 2), delay=st.sampled_from([5, 600]))
+    def publish_for_later(self, name: str, shard: int, delay: int) -> None:
+        """A delayed item on a queue the shard holds: a load (restart, adoption) keeps
+        it as (due, seq) only, and it must travel and count like any other."""
+        ns = self.stores[shard].state.nodes.get(name)
+        if ns is None or not ns.node.config.queue:
+            return
+        start = format_datetime(self.clock.now + timedelta(seconds=delay))
+        item = f"i{next(self.ids)}"
+        self.run(
+            self.services[shard].publish(OWNER, name, item, "<x/>", 4, attributes={"Start": start})
+        )
 
     @rule(name=st.sampled_from(NAMES), shard=st.integers(0, 2))
     def delete(self, name: str, shard: int) -> None:

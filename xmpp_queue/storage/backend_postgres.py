@@ -113,6 +113,9 @@ class PostgresBackend:
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
                 builder.items(await conn.fetch(POSTGRES.load_items))
                 builder.tail(await conn.fetch(POSTGRES.load_tail))
+                builder.delayed(await conn.fetch(POSTGRES.load_delayed))
+                builder.schedule(await conn.fetch(POSTGRES.load_schedule))
+                builder.schedule(await conn.fetch(POSTGRES.load_expiry), expiry=True)
                 builder.snapshots(await conn.fetch(POSTGRES.load_snapshots))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)

@@ -25,7 +25,7 @@ from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.engine import make_sqlite_engine
 from xmpp_queue.storage.flush import Flush
-from xmpp_queue.storage.load import StateBuilder, whole_item
+from xmpp_queue.storage.load import StateBuilder, schedule_rows, whole_item
 from xmpp_queue.storage.sql_outages import sqlite_outage, translate
 from xmpp_queue.storage.sql_rows import (
     ledger_event,
@@ -86,6 +86,12 @@ class SqliteBackend:
                 (node, priority, json.loads(seqs), size)
                 for node, priority, seqs, size in conn.execute(SQLITE.load_tail)
             )
+            builder.delayed(
+                (node, priority, json.loads(seqs), size)
+                for node, priority, seqs, size in conn.execute(SQLITE.load_delayed)
+            )
+            builder.schedule(schedule_rows(conn.execute(SQLITE.load_schedule)))
+            builder.schedule(schedule_rows(conn.execute(SQLITE.load_expiry)), expiry=True)
             builder.snapshots(conn.execute(SQLITE.load_snapshots))
             for node_id, window in builder.dedup_nodes():
                 last = sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])

@@ -35,7 +35,10 @@ class QueueItems(PayloadWarming):
         ns = self._s.nodes.get(node_id)
         if ns is None or limit <= 0:
             return []
-        if ns.queue.tail:
+        tail = ns.queue.tail
+        if tail:
+            if tail.due:  # what came due joins the cold ready levels first
+                self._s.promote_due(ns, now)
             await backlog.ensure_heads(self._s, ns, self._reader, limit)
         ready = self._s.ready_items(ns, now, limit)
         if not any(i.payload is COLD for i in ready):
@@ -122,6 +125,8 @@ class QueueItems(PayloadWarming):
     async def expired_waiting(self, now: datetime, limit: int) -> list[Item]:
         if limit <= 0:
             return []
+        for ns, seqs in self._s.cold_expired(now, limit):  # cold ones come back whole
+            await backlog.bring_back_seqs(self._s, ns, self._reader, seqs)
         return self._s.expired_waiting(now, limit)
 
     async def due_delayed_nodes(self, now: datetime, limit: int) -> list[str]:
@@ -142,6 +147,7 @@ class QueueItems(PayloadWarming):
             self._s.next_lock_deadline(),
             self._s.next_retry(),
             self._s.next_item_expiry(),
+            self._s.next_cold_expiry(),
             self._s.retention.next_due(self._s.nodes),
             self._s.unused.next_due(self._s.nodes, now),
         ]
@@ -154,16 +160,18 @@ class QueueItems(PayloadWarming):
         if ns.queue.tail:
             await backlog.ensure_heads(self._s, ns, self._reader, 1)  # the oldest, whole
         in_flight = len(ns.queue.locked)
+        tail = ns.queue.tail
         return QueueStats(
             backlog=backlog.count(ns) - in_flight,
             in_flight=in_flight,
-            oldest_waiting=self._oldest_waiting(ns),
-            delayed=ns.queue.delayed_live,
+            oldest_waiting=await self._oldest_waiting(ns),
+            delayed=ns.queue.delayed_live + (tail.delayed_count() if tail is not None else 0),
         )
 
-    def _oldest_waiting(self, ns: NodeState) -> datetime | None:
+    async def _oldest_waiting(self, ns: NodeState) -> datetime | None:
         """published_at of the first unlocked item in publish order (publish
-        order is publish-time order): the lowest ready or delayed seq."""
+        order is publish-time order): the lowest ready or delayed seq (a cold
+        delayed one read from its row, not kept)."""
         q = ns.queue
         candidates = [ns.items[i] for i in q.ready.first(1)]
         candidates += [
@@ -171,9 +179,12 @@ class QueueItems(PayloadWarming):
             for _, _, item_id in q.delayed
             if (i := ns.items.get(item_id)) is not None and i.locked_by is None
         ]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda i: i.seq).published_at
+        oldest = min(candidates, key=lambda i: i.seq) if candidates else None
+        cold = q.tail.first_delayed() if q.tail is not None else None
+        if cold is not None and (oldest is None or cold < oldest.seq):
+            rows = await self._reader.items_by_seq(ns.node.node_id, [cold])
+            oldest = rows[0] if rows else oldest
+        return oldest.published_at if oldest is not None else None
 
     async def count_locked(self) -> int:
         return self._s.locked_total

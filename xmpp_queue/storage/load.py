@@ -12,8 +12,11 @@ share one object, and items without headers share one empty mapping.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from xmpp_queue.core.model import (
@@ -245,6 +248,40 @@ class StateBuilder:
                 self._max_seq = max(self._max_seq, top)
                 q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
 
+    def delayed(self, rows: Iterable[tuple[str, int, Sequence[int], int]]) -> None:
+        """Delayed plain waiting items as (node id, priority, their seqs, their
+        payload bytes): the cold tails' delayed levels (``schedule`` their times)."""
+        nodes = self._state.nodes
+        for node_id, priority, seqs, size in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                continue  # counted as orphans by ``schedule``
+            q = ns.queue
+            if q.tail is None:
+                q.tail = ColdTail()
+            q.tail.delayed_level(priority).extend_sorted(list(seqs))
+            q.tail.payload_bytes += int(size or 0)
+            q.payload_bytes += int(size or 0)
+            if seqs:
+                top = max(seqs)
+                self._max_seq = max(self._max_seq, top)
+                q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
+
+    def schedule(
+        self, rows: Iterable[tuple[str, Sequence[int], Sequence[int]]], expiry: bool = False
+    ) -> None:
+        """(node id, due times, seqs) of the delayed items ``delayed`` filed, in
+        (due, seq) order: each node's ``DueIndex`` (*expiry*: expiry times of
+        the items ``tail`` and ``delayed`` filed)."""
+        nodes = self._state.nodes
+        for node_id, dues, seqs in rows:
+            ns = nodes.get(node_id)
+            if ns is None or ns.queue.tail is None:
+                self.orphans += 0 if expiry else len(seqs)
+                continue
+            index = ns.queue.tail.expiry if expiry else ns.queue.tail.due
+            index.extend_sorted(array("q", dues), array("q", seqs))
+
     def snapshots(self, rows: Iterable[Row]) -> None:
         nodes, when = self._state.nodes, self._when
         for node_id, name, created, mark_seq in rows:
@@ -280,6 +317,10 @@ class StateBuilder:
             self._state.subscribers.index_node_subs(ns)
         self._state.retention.rebuild(self._state.nodes)
         self._state.unused.rebuild(self._state.nodes)
+        for ns in self._state.nodes.values():
+            if ns.queue.tail is not None:  # the timer sees the cold due and expiry times
+                self._state.refile_delayed(ns)
+                self._state.file_cold_expiry(ns)
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state
@@ -331,3 +372,16 @@ def whole_item(row: Row, when: DateDecoder) -> Item:
         ordering_key,
         when(acked_at),
     )
+
+
+def schedule_rows(
+    rows: Iterable[tuple[str, int, int]],
+) -> Iterator[tuple[str, array[int], array[int]]]:
+    """(node id, due, seq) rows in (node, due, seq) order, one group per node."""
+    for node_id, group in groupby(rows, key=itemgetter(0)):
+        dues, seqs = array("q"), array("q")
+        add_due, add_seq = dues.append, seqs.append
+        for _, due, seq in group:
+            add_due(due)
+            add_seq(seq)
+        yield node_id, dues, seqs

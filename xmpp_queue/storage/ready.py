@@ -122,6 +122,14 @@ class ReadyLevels:
             queue = self._levels[level] = ReadyQueue()
         queue.add(seq, item_id)
 
+    def add_if_absent(self, seq: int, item_id: str, level: int) -> bool:
+        """Add unless *seq* is ready already; whether it was added."""
+        queue = self._levels.get(level)
+        if queue is not None and seq in queue:
+            return False
+        self.add(seq, item_id, level)
+        return True
+
     def discard(self, seq: int, level: int) -> bool:
         queue = self._levels.get(level)
         return queue is not None and queue.discard(seq)

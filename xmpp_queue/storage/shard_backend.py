@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import bindparam, func, not_, select
+from sqlalchemy import and_, bindparam, func, not_, select
 
 from xmpp_queue.core.errors import NotActive
 from xmpp_queue.storage import schema
@@ -45,7 +45,15 @@ from xmpp_queue.storage.load import (
     StateBuilder,
 )
 from xmpp_queue.storage.sql_rows import postgres_when
-from xmpp_queue.storage.sql_statements import POSTGRES, _compile, plain_waiting
+from xmpp_queue.storage.sql_statements import (
+    POSTGRES,
+    _compile,
+    coolable,
+    delayed_waiting,
+    expiring_waiting,
+    load_schedule,
+    plain_waiting,
+)
 from xmpp_queue.storage.state import MemoryState
 
 log = logging.getLogger("xmpp_queue.storage.shard")
@@ -55,7 +63,7 @@ SUB_ID_BLOCK = 2**32  # subscription ids one term of a shard may hand out
 _BLOCK_LOCK = 0x78717368  # the advisory lock key of the block reservation ("xqsh")
 
 
-def _shard_loads() -> tuple[str, str, str, str, str, str]:
+def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
     """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)."""
     from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
@@ -88,7 +96,7 @@ def _shard_loads() -> tuple[str, str, str, str, str, str]:
         ),
         _compile(
             select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
-            .where(i.c.node_id.in_(mine), not_(plain_waiting()))
+            .where(i.c.node_id.in_(mine), not_(coolable()))
             .order_by(i.c.seq),
             dialect,
             shard,
@@ -100,13 +108,38 @@ def _shard_loads() -> tuple[str, str, str, str, str, str]:
             dialect,
             shard,
         ),
+        _compile(  # delayed ones as seqs, and their due times (tail.py, schedule.py)
+            select(i.c.node_id, i.c.priority, func.array_agg(i.c.seq), func.sum(i.c.payload_size))
+            .where(i.c.node_id.in_(mine), delayed_waiting())
+            .group_by(i.c.node_id, i.c.priority),
+            dialect,
+            shard,
+        ),
+        _compile(
+            load_schedule(dialect, and_(i.c.node_id.in_(mine), delayed_waiting())), dialect, shard
+        ),
+        _compile(
+            load_schedule(dialect, and_(i.c.node_id.in_(mine), expiring_waiting()), expiry=True),
+            dialect,
+            shard,
+        ),
         _compile(
             select(*(x.c[f] for f in SNAPSHOT_FIELDS)).where(x.c.node_id.in_(mine)), dialect, shard
         ),
     )
 
 
-LOAD_NODES, LOAD_AFFS, LOAD_SUBS, LOAD_ITEMS, LOAD_TAIL, LOAD_SNAPSHOTS = _shard_loads()
+(
+    LOAD_NODES,
+    LOAD_AFFS,
+    LOAD_SUBS,
+    LOAD_ITEMS,
+    LOAD_TAIL,
+    LOAD_DELAYED,
+    LOAD_SCHEDULE,
+    LOAD_EXPIRY,
+    LOAD_SNAPSHOTS,
+) = _shard_loads()
 
 # A block: above the sequence and above every stored id (a row written by hand
 # or by an unsharded process may have passed the sequence).
@@ -172,6 +205,9 @@ class ShardBackend(PostgresBackend):
                 builder.subscriptions(await conn.fetch(LOAD_SUBS, self.shard))
                 builder.items(await conn.fetch(LOAD_ITEMS, self.shard))
                 builder.tail(await conn.fetch(LOAD_TAIL, self.shard))
+                builder.delayed(await conn.fetch(LOAD_DELAYED, self.shard))
+                builder.schedule(await conn.fetch(LOAD_SCHEDULE, self.shard))
+                builder.schedule(await conn.fetch(LOAD_EXPIRY, self.shard), expiry=True)
                 builder.snapshots(await conn.fetch(LOAD_SNAPSHOTS, self.shard))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)

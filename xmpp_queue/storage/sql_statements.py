@@ -15,11 +15,14 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Integer,
     String,
     Table,
     and_,
     bindparam,
+    cast,
     delete,
+    extract,
     func,
     insert,
     literal_column,
@@ -29,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -72,6 +76,9 @@ class Statements:
     load_subs: str
     load_items: str
     load_tail: str
+    load_delayed: str
+    load_schedule: str
+    load_expiry: str
     items_by_seq: str
     item_by_id: str
     tail_ids: str
@@ -108,15 +115,59 @@ def _compile(statement: ClauseElement, dialect: Dialect, params: Sequence[str]) 
     return compiled.string
 
 
+def coolable() -> ColumnElement[bool]:
+    """A waiting item that may be kept as its seq (and due and expiry times)
+    alone (``backlog.is_plain``): no lock or ordering key, not retained."""
+    i = schema.items.c
+    return and_(i.acked_at.is_(None), i.locked_by.is_(None), i.ordering_key.is_(None))
+
+
 def plain_waiting() -> ColumnElement[bool]:
     """A waiting item that needs nothing in memory but its seq (``backlog``)."""
+    return and_(coolable(), schema.items.c.available_at.is_(None))
+
+
+def delayed_waiting() -> ColumnElement[bool]:
+    """A waiting item kept as its seq and due time (``tail``, ``schedule``)."""
+    return and_(coolable(), schema.items.c.available_at.is_not(None))
+
+
+def expiring_waiting() -> ColumnElement[bool]:
+    """A cold waiting item whose expiry time stays in memory (``tail``)."""
+    return and_(coolable(), schema.items.c.expires_at.is_not(None))
+
+
+def due_us(dialect: Dialect, at: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A time column (``available_at``, ``expires_at``) as whole microseconds since
+    the epoch (``schedule.to_us``), computed by the database so a load converts no
+    timestamp in Python."""
+    million: ColumnElement[Any] = literal_column("1000000")
+    if dialect.name == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC)
+        seconds = cast(func.strftime(literal_column("'%s'"), at), Integer)
+        fraction = cast(func.substr(at, literal_column("21"), literal_column("6")), Integer)
+        return seconds * million + fraction
+    return cast(extract("epoch", at) * million, BigInteger)
+
+
+def load_schedule(
+    dialect: Dialect, where: ColumnElement[bool], expiry: bool = False
+) -> ClauseElement:
+    """Cold delayed items' (due, seq) in time order, or with *expiry* cold items'
+    (expires, seq): on SQLite a row each, ordered (its aggregates keep no
+    order); on PostgreSQL two arrays per node."""
     i = schema.items.c
-    return and_(
-        i.acked_at.is_(None),
-        i.locked_by.is_(None),
-        i.available_at.is_(None),
-        i.expires_at.is_(None),
-        i.ordering_key.is_(None),
+    at = i.expires_at if expiry else i.available_at
+    due, order = due_us(dialect, at), (at, i.seq)
+    if dialect.name == "sqlite":
+        return select(i.node_id, due, i.seq).where(where).order_by(i.node_id, *order)
+    return (
+        select(
+            i.node_id,
+            func.array_agg(aggregate_order_by(due, *order)),
+            func.array_agg(aggregate_order_by(i.seq, *order)),
+        )
+        .where(where)
+        .group_by(i.node_id)
     )
 
 
@@ -187,7 +238,7 @@ def _statements(
         # waiting items are not read whole at all: their seqs form the cold tails.
         load_items=c(
             select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
-            .where(not_(plain))
+            .where(not_(coolable()))
             .order_by(i.c.seq)
         ),
         load_tail=c(
@@ -195,6 +246,13 @@ def _statements(
             .where(plain)
             .group_by(i.c.node_id, i.c.priority)
         ),
+        load_delayed=c(
+            select(i.c.node_id, i.c.priority, seqs_of(i.c.seq), func.sum(i.c.payload_size))
+            .where(delayed_waiting())
+            .group_by(i.c.node_id, i.c.priority)
+        ),
+        load_schedule=c(load_schedule(dialect, delayed_waiting())),
+        load_expiry=c(load_schedule(dialect, expiring_waiting(), expiry=True)),
         items_by_seq=c(
             select(*(i.c[f] for f in ITEM_FIELDS))
             .where(i.c.node_id == bindparam("node"), seq_list)
@@ -207,7 +265,7 @@ def _statements(
                 i.c.node_id == bindparam("node"),
                 i.c.seq > bindparam("after"),
                 i.c.seq <= bindparam("upto"),
-                plain,
+                coolable(),
             )
             .order_by(i.c.seq)
             .limit(literal_column("5000"))  # a chunk of a few milliseconds

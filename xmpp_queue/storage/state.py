@@ -48,7 +48,12 @@ from xmpp_queue.storage.node_state import NodeState, QueueIndex
 from xmpp_queue.storage.ready import by_priority
 from xmpp_queue.storage.retention import RetainedIndex
 from xmpp_queue.storage.subscribers import SubscriberIndex
-from xmpp_queue.storage.time_indexes import DelayedEntry, ExpiryEntry, LockEntry
+from xmpp_queue.storage.time_indexes import (
+    ColdExpiryEntry,
+    DelayedEntry,
+    ExpiryEntry,
+    LockEntry,
+)
 from xmpp_queue.storage.topic_index import TopicIndex
 from xmpp_queue.storage.unused import UnusedIndex
 
@@ -66,6 +71,7 @@ class MemoryState(ItemPlacement):
         # Waiting items with an expiry time (locked ones are not due: a worker has them).
         self.expiry_heap: list[ExpiryEntry] = []
         self.expiring_total = 0
+        self.cold_expiry_heap: list[ColdExpiryEntry] = []  # nodes by earliest cold expiry
         # Nodes with delayed items, by their earliest available_at: an entry is live
         # while the node is still filed under that time (QueueIndex.delayed_due).
         self.delayed_heap: list[DelayedEntry] = []
@@ -157,6 +163,7 @@ class MemoryState(ItemPlacement):
         self.expiring_total = 0
         self.expiry_heap = []
         self.delayed_heap, self.delayed_filed = [], 0
+        self.cold_expiry_heap = []
         self.retention.rebuild(self.nodes)
         self.unused.rebuild(self.nodes)
         for ns in self.nodes.values():
@@ -164,8 +171,9 @@ class MemoryState(ItemPlacement):
                 if item.expires_at is not None and item.locked_by is None:
                     self.push_expiry(item)
             ns.queue.delayed_due = None  # the heap was emptied: file every node anew
-            if ns.queue.delayed:
+            if self.has_delayed(ns):
                 self._refile_delayed(ns)
+            self.file_cold_expiry(ns)
             for item_id in ns.queue.locked:
                 self.push_deadline(ns.items[item_id])
 
@@ -175,7 +183,8 @@ class MemoryState(ItemPlacement):
         """Up to *limit* ready items in dispatch order: highest priority first, seq
         order within a level; an item waiting longer than the node's
         ``queue_priority_age`` counts as high (so low levels are never starved)."""
-        if ns.queue.delayed:
+        q = ns.queue
+        if q.delayed or (q.tail is not None and q.tail.due):  # hot or cold delayed items
             self.promote_due(ns, now)
         items = ns.items
         levels = ns.queue.ready.live_levels()

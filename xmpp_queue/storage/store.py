@@ -49,8 +49,8 @@ transaction's pending ones; history is never held in memory.
 Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
 does not keep its items whole (``backlog``). Past the store's budget
 (*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
-memory (its node's cold tail, about 8 bytes), and the load reads every plain
-waiting item that way. Items that stay whole may still keep their payload in
+memory (its node's cold tail: 8 bytes, 24 with a due time), and the load reads
+them that way. Items that stay whole may still keep their payload in
 the database (``COLD``): items loaded at open and new waiting items beyond the
 first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
 ``get``, paging, expiry) fetch what is missing in one query, a dispatch taking

@@ -17,10 +17,12 @@ from datetime import datetime
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.ready import HEAP_SLACK, due
+from xmpp_queue.storage.schedule import from_us, to_us
 
 LockEntry = tuple[datetime, int, str, str]  # (lock_expires_at, seq, node_id, item_id)
 ExpiryEntry = tuple[datetime, int, str, str]  # (expires_at, seq, node_id, item_id)
 DelayedEntry = tuple[datetime, str]  # (a node's earliest available_at, node_id)
+ColdExpiryEntry = tuple[int, str]  # (a node's earliest cold expiry, microseconds; node_id)
 
 
 class TimeIndexes:
@@ -33,6 +35,7 @@ class TimeIndexes:
     expiring_total: int
     delayed_heap: list[DelayedEntry]
     delayed_filed: int
+    cold_expiry_heap: list[ColdExpiryEntry]
 
     def _placed(self, ns: NodeState, item: Item) -> bool:
         """Whether *item* is the one of its key in the node's indexes."""
@@ -100,6 +103,61 @@ class TimeIndexes:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
+    def compact_expiry(self) -> None:
+        """Drop stale entries once they outnumber the live ones (items gone cold)."""
+        if len(self.expiry_heap) > 2 * self.expiring_total + HEAP_SLACK:
+            live = {e for e in self.expiry_heap if self._expiry_entry_item(e) is not None}
+            self.expiry_heap = sorted(live)
+
+    # --- cold items' expiry (``tail``: a node's (expires, seq) pairs) -------------------
+
+    def file_cold_expiry(self, ns: NodeState) -> None:
+        """File *ns* under its earliest cold expiry (call when that changed); an
+        entry is live while it names the node's earliest (lazy deletion)."""
+        tail = ns.queue.tail
+        at = tail.earliest_expiry() if tail is not None else None
+        if at is None:
+            return
+        heap = self.cold_expiry_heap
+        heapq.heappush(heap, (at, ns.node.node_id))
+        if len(heap) > 2 * len(self.nodes) + HEAP_SLACK:
+            live = {e for e in heap if self._cold_expiry_node(e) is not None}
+            self.cold_expiry_heap = sorted(live)
+
+    def _cold_expiry_node(self, entry: ColdExpiryEntry) -> NodeState | None:
+        ns = self.nodes.get(entry[1])
+        tail = ns.queue.tail if ns is not None else None
+        if tail is None or tail.earliest_expiry() != entry[0]:
+            return None
+        return ns
+
+    def cold_expired(self, now: datetime, limit: int) -> list[tuple[NodeState, list[int]]]:
+        """Nodes with cold items expired by *now*, and their seqs, up to *limit*
+        in all (the caller brings them back; their entries stay until that
+        changes the node's earliest expiry)."""
+        heap, at = self.cold_expiry_heap, to_us(now)
+        found: list[tuple[NodeState, list[int]]] = []
+        kept: list[ColdExpiryEntry] = []
+        while heap and heap[0][0] <= at and limit > 0:
+            entry = heapq.heappop(heap)
+            ns = self._cold_expiry_node(entry)
+            if ns is None or any(f[0] is ns for f in found):
+                continue
+            kept.append(entry)
+            assert ns.queue.tail is not None
+            seqs = ns.queue.tail.expiry.upto(at, limit)
+            found.append((ns, seqs))
+            limit -= len(seqs)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def next_cold_expiry(self) -> datetime | None:
+        heap = self.cold_expiry_heap
+        while heap and self._cold_expiry_node(heap[0]) is None:
+            heapq.heappop(heap)
+        return from_us(heap[0][0]) if heap else None
+
     # --- retry delays --------------------------------------------------------------------
 
     def _delayed_entry_live(self, ns: NodeState, entry: tuple[datetime, int, str]) -> bool:
@@ -119,8 +177,13 @@ class TimeIndexes:
         q.delayed = sorted({e for e in q.delayed if self._delayed_entry_live(ns, e)})
         q.delayed_live = len(q.delayed)
 
+    def rebuild_delayed(self, ns: NodeState) -> None:
+        """Drop the stale entries of the node's delayed heap (items gone cold)."""
+        self._rebuild_delayed(ns)
+
     def promote_due(self, ns: NodeState, now: datetime) -> None:
-        """Move delayed items whose time has come into the ready queue."""
+        """Move delayed items whose time has come into the ready queue (cold ones
+        into their cold tail's ready levels, still cold)."""
         q = ns.queue
         heap = q.delayed
         while heap and heap[0][0] <= now:
@@ -128,7 +191,25 @@ class TimeIndexes:
             if self._delayed_entry_live(ns, entry):
                 q.delayed_live -= 1
                 q.ready.add(entry[1], entry[2], ns.items[entry[2]].priority)
+        tail = q.tail
+        if tail is not None and len(tail.due):
+            tail.promote(to_us(now))
         self._refile_delayed(ns)
+
+    def has_delayed(self, ns: NodeState) -> bool:
+        """Whether the node holds delayed items, whole or cold (stale entries count)."""
+        tail = ns.queue.tail
+        return bool(ns.queue.delayed) or (tail is not None and len(tail.due) > 0)
+
+    def promoted_while_cold(self, ns: NodeState, item: Item) -> None:
+        """*item*, just made whole again, came due while it was cold: it is ready,
+        not delayed (``set_item`` filed it by its ``available_at``)."""
+        q = ns.queue
+        if item.available_at is not None and q.ready.add_if_absent(
+            item.seq, item.item_id, item.priority
+        ):
+            q.delayed_live -= 1  # its heap entry is stale now (the seq is ready)
+            self._refile_delayed(ns)  # not under that (past) time: no idle wake-up
 
     def _file_delayed(self, ns: NodeState, at: datetime | None) -> None:
         """File *ns* under *at* in the store-wide heap (None: take it out)."""
@@ -146,11 +227,23 @@ class TimeIndexes:
             self.delayed_filed = len(self.delayed_heap)
 
     def _refile_delayed(self, ns: NodeState) -> None:
-        """File *ns* under its earliest live delayed entry (dropping stale heads)."""
+        """File *ns* under its earliest live delayed entry or cold due time
+        (dropping stale heads)."""
         heap = ns.queue.delayed
         while heap and not self._delayed_entry_live(ns, heap[0]):
             heapq.heappop(heap)
-        self._file_delayed(ns, heap[0][0] if heap else None)
+        at = heap[0][0] if heap else None
+        tail = ns.queue.tail
+        cold = tail.earliest_due() if tail is not None else None
+        if cold is not None:
+            cold_at = from_us(cold)
+            if at is None or cold_at < at:
+                at = cold_at
+        self._file_delayed(ns, at)
+
+    def refile_delayed(self, ns: NodeState) -> None:
+        """File *ns* under its earliest delayed time, whole or cold (after a load)."""
+        self._refile_delayed(ns)
 
     def _delayed_node(self, entry: DelayedEntry) -> NodeState | None:
         """The node a delayed-heap entry names, if it is still filed under that time."""
