@@ -237,16 +237,7 @@ class StateBuilder:
             if ns is None:
                 self.orphans += len(seqs)
                 continue
-            q = ns.queue
-            if q.tail is None:
-                q.tail = ColdTail()
-            q.tail.level(priority).extend_sorted(list(seqs))
-            q.tail.payload_bytes += int(size or 0)
-            q.payload_bytes += int(size or 0)
-            if seqs:
-                top = max(seqs)
-                self._max_seq = max(self._max_seq, top)
-                q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
+            self._cold(ns, seqs, size).level(priority).extend_sorted(list(seqs))
 
     def delayed(self, rows: Iterable[tuple[str, int, Sequence[int], int]]) -> None:
         """Delayed plain waiting items as (node id, priority, their seqs, their
@@ -256,16 +247,21 @@ class StateBuilder:
             ns = nodes.get(node_id)
             if ns is None:
                 continue  # counted as orphans by ``schedule``
-            q = ns.queue
-            if q.tail is None:
-                q.tail = ColdTail()
-            q.tail.delayed_level(priority).extend_sorted(list(seqs))
-            q.tail.payload_bytes += int(size or 0)
-            q.payload_bytes += int(size or 0)
-            if seqs:
-                top = max(seqs)
-                self._max_seq = max(self._max_seq, top)
-                q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
+            self._cold(ns, seqs, size).delayed_level(priority).extend_sorted(list(seqs))
+
+    def _cold(self, ns: NodeState, seqs: Sequence[int], size: int | None) -> ColdTail:
+        """The node's cold tail, counting one group of loaded seqs of *size* payload
+        bytes (the caller files them in their level)."""
+        q = ns.queue
+        if q.tail is None:
+            q.tail = ColdTail()
+        q.tail.payload_bytes += int(size or 0)
+        q.payload_bytes += int(size or 0)
+        if seqs:
+            top = max(seqs)
+            self._max_seq = max(self._max_seq, top)
+            q.tail.unknown_upto = max(q.tail.unknown_upto, top)  # ids not read
+        return q.tail
 
     def schedule(
         self, rows: Iterable[tuple[str, Sequence[int], Sequence[int]]], expiry: bool = False
