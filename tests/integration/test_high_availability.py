@@ -184,7 +184,7 @@ async def test_a_second_process_on_one_sqlite_file_exits_2_naming_the_first(
     assert first.running and "event=stopped" not in first.run_log()
 
 
-CHAOS_TAKEOVERS = int(os.environ.get("XMPP_QUEUE_CHAOS_TAKEOVERS", "5"))
+CHAOS_TAKEOVERS = int(os.environ.get("XMPP_QUEUE_CHAOS_TAKEOVERS", "4"))
 
 
 async def test_chaos_nothing_acknowledged_is_lost_across_takeovers(

@@ -21,7 +21,7 @@ or not, and the resumed process fenced or not). Then:
 - each shard and the directory are served by exactly one process (the logs,
   the lease table and ``xmpp-queue status`` agree), the resumed ones stand by.
 
-Bounded: ``EVENTS`` kills and pauses (4; ``XMPP_QUEUE_SHARD_CHAOS_EVENTS``),
+Bounded: ``EVENTS`` kills and pauses (3, one per shard; ``XMPP_QUEUE_SHARD_CHAOS_EVENTS``),
 each waited out on a condition with a generous deadline. The schedule (which
 shard, what, how long work flows between) comes from a seed, printed first;
 ``XMPP_QUEUE_CHAOS_SEED=<seed>`` replays it. ``bench/chaos.py --shards`` runs
@@ -60,7 +60,7 @@ from xmpp_queue.sharding import shards_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
-EVENTS = int(os.environ.get("XMPP_QUEUE_SHARD_CHAOS_EVENTS", "4"))
+EVENTS = int(os.environ.get("XMPP_QUEUE_SHARD_CHAOS_EVENTS", "3"))
 WINDOW = 3  # each worker's queue_requests
 # Seconds: well above a blip and a busy machine's delays (so a second run needs a
 # take-over), and short enough that an item whose ack was lost comes back soon.
