@@ -17,13 +17,13 @@ reader and answers 404 (the page then hides the section).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from xmpp_queue.core.deployment import DeploymentReader, PlacedQueue
+from xmpp_queue.http.single_flight import SingleFlight
 
 MAX_AGE = 5.0
 """Seconds a deployment read is reused (the page polls it at this pace)."""
@@ -48,22 +48,18 @@ class DeploymentView:
         self._rows: list[PlacedQueue] = []
         self._at = float("-inf")
         self._read_at: datetime | None = None
-        self._pending: asyncio.Future[list[PlacedQueue]] | None = None
+        self._reads: SingleFlight[list[PlacedQueue]] = SingleFlight()
 
     async def rows(self) -> list[PlacedQueue]:
         if self._monotonic() - self._at < self._max_age:
             return self._rows
-        if self._pending is None:
-            self._read_at = self._clock()
-            self._pending = asyncio.ensure_future(self.reader.placed_queues(self._read_at))
-        pending = self._pending
-        try:
-            rows = await asyncio.shield(pending)
-        finally:
-            if self._pending is pending and pending.done():
-                self._pending = None
+        rows = await self._reads.join(self._read)
         self._rows, self._at = rows, self._monotonic()
         return rows
+
+    def _read(self) -> Awaitable[list[PlacedQueue]]:
+        self._read_at = self._clock()
+        return self.reader.placed_queues(self._read_at)
 
     async def as_json(self, service: str) -> dict[str, Any]:
         rows = await self.rows()

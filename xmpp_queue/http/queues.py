@@ -13,7 +13,6 @@ publishes and acks).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +26,7 @@ from xmpp_queue.core.queue.deadlines import dead_letter_node
 from xmpp_queue.core.queue.failures import LAST_ERROR, history
 from xmpp_queue.core.reports import QueueDetails, QueueSummary
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.http.single_flight import SingleFlight
 
 log = logging.getLogger("xmpp_queue.http.queues")
 
@@ -52,7 +52,7 @@ class OverviewCache:
         self._monotonic = monotonic
         self._rows: list[QueueSummary] = []
         self._at = float("-inf")
-        self._pending: asyncio.Future[list[QueueSummary]] | None = None
+        self._reads: SingleFlight[list[QueueSummary]] = SingleFlight()
 
     async def rows(self, fresh: bool = False, stale: float = 0.0) -> list[QueueSummary]:
         """The overview, at most ``max_age`` old; with *stale* > 0 (``/metrics``),
@@ -64,17 +64,9 @@ class OverviewCache:
         if not fresh and age < self._max_age:
             return self._rows
         if not fresh and age < stale:
-            if self._pending is None:
-                self._pending = asyncio.ensure_future(self._refresh())
+            self._reads.begin(self._refresh)
             return self._rows
-        if self._pending is None:
-            self._pending = asyncio.ensure_future(self._service.queue_overview(SYSTEM))
-        pending = self._pending
-        try:
-            rows = await asyncio.shield(pending)
-        finally:
-            if self._pending is pending and pending.done():
-                self._pending = None
+        rows = await self._reads.join(lambda: self._service.queue_overview(SYSTEM))
         self._rows, self._at = rows, self._monotonic()
         return rows
 
@@ -84,8 +76,6 @@ class OverviewCache:
         except Exception:  # nobody awaits a background read: keep the rows, say why once
             log.exception("event=overview_refresh_failed")
             return self._rows
-        finally:
-            self._pending = None
         self._rows, self._at = rows, self._monotonic()
         return rows
 
