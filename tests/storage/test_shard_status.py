@@ -19,7 +19,7 @@ import pytest
 from tests.kit.stores import empty_database
 from xmpp_queue.config import parse_config
 from xmpp_queue.sharding import shards_status
-from xmpp_queue.storage.lease import PostgresLease, asyncpg_dsn, lease_status
+from xmpp_queue.storage.lease import MEMBER_KEPT_FOR, PostgresLease, asyncpg_dsn, lease_status
 
 TTL = 5
 
@@ -91,4 +91,30 @@ async def test_the_sharded_status_lists_no_killed_process_as_a_standby(pg: str) 
         assert "e:5" not in text, text
     finally:
         for lease in leases + waiting:
+            await lease.close()
+
+
+async def test_the_new_holder_clears_the_rows_of_processes_gone_for_a_day(pg: str) -> None:
+    """A killed process never deletes its ``service_members`` row, and every restart
+    is a new holder: without pruning, the table grows by a row per crash forever."""
+    name = names()[1][0]
+    first = [PostgresLease(pg, name, holder=h, ttl=TTL) for h in ("a:1", "b:2", "c:3")]
+    try:
+        assert [await lease.try_acquire() for lease in first] == [1, None, None]
+        await age(pg, "a:1", int(MEMBER_KEPT_FOR) + 60, [name])  # a was killed a day ago
+        await age(pg, "b:2", int(MEMBER_KEPT_FOR) - 600, [name])  # b: within the day
+        # a's lease has run out too: c takes it and clears a's row, not b's.
+        conn = await asyncpg.connect(asyncpg_dsn(pg))
+        try:
+            await conn.execute(
+                "UPDATE leader_leases SET expires_at = now() - interval '1 second' WHERE name = $1",
+                name,
+            )
+        finally:
+            await conn.close()
+        assert await first[2].try_acquire() == 2
+        holders = {m.holder for m in (await lease_status(pg, name)).members}
+        assert holders == {"b:2", "c:3"}
+    finally:
+        for lease in first:
             await lease.close()

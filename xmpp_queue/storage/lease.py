@@ -33,7 +33,8 @@ of the previous term and nothing of it can come after. Lock deadlines are
 stored as absolute times: they keep running across a takeover.
 
 ``service_members`` lists every process with its role and a heartbeat, for
-``xmpp-queue status``.
+``xmpp-queue status``; the process that takes the lease deletes the rows not
+written for a day (``MEMBER_KEPT_FOR``: a killed process never deletes its own).
 """
 
 from __future__ import annotations
@@ -123,6 +124,16 @@ ON CONFLICT (name, holder) DO UPDATE
        role = EXCLUDED.role, seen_at = now()
 """
 _LEAVE = "DELETE FROM service_members WHERE name = $1 AND holder = $2"
+_PRUNE = """
+DELETE FROM service_members
+ WHERE name = $1 AND holder <> $2 AND seen_at < now() - make_interval(secs => $3)
+"""
+MEMBER_KEPT_FOR = 24 * 3600.0
+"""How long a member's row outlives its last heartbeat (seconds). A killed process
+never deletes its own row and every restart is a new holder (host:pid), so the
+process that takes the lease clears the rows nobody has written for a day: long
+enough to read a crash's traces in the table, short enough that years of
+restarts do not pile up."""
 # A commit's fencing statement (see PostgresBackend.write).
 FENCE_CHECK = "UPDATE leader_leases SET last_commit_at = now() WHERE name = $1 AND token = $2"
 
@@ -175,6 +186,7 @@ class PostgresLease:
         if token is not None:
             self.token = int(token)
             self._confirmed_at = started
+            await conn.execute(_PRUNE, self.name, self.holder, MEMBER_KEPT_FOR)
         return self.token if token is not None else None
 
     async def acquire(self, stop: asyncio.Event) -> int | None:
