@@ -30,7 +30,10 @@ every scenario with the component of checkout DIR, interleaved.
 `1x100` (one bound queue keeping every item: a copy per publish) is run only when
 named, to tell a copy's own cost from what a trickle of copies costs. `--profile DIR`
 samples the component with py-spy during each measured run (the last run of each
-scenario is kept) and prints its hot spots.
+scenario is kept) and prints its hot spots. `--count-commits` serves the component's
+`/metrics` and prints the commits per publish and operations per commit of each
+measured run (whether the workers' acks join the publishes' batches); the metrics
+cost CPU of their own, so compare CPU figures only between runs without it.
 
 Run from the repository root:
     python bench/topics_wire.py                           # 5,000 items, window 32, 3 runs
@@ -135,6 +138,22 @@ class TopicTracker(Tracker):
             self._complete_one(idx)
 
 
+async def commit_counts(address: str) -> tuple[float, float]:
+    """(commits, operations) of the component so far: its /metrics histogram of
+    operations per committed batch (``--count-commits`` serves it)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://{address}/metrics") as r:
+            text = await r.text()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("xmpp_queue_commit_batch_operations_"):
+            found[name.rsplit("_", 1)[1]] = float(value)
+    return found.get("count", 0.0), found.get("sum", 0.0)
+
+
 def region_filter(k: int, keeping: bool | None) -> str:
     """The filter of bound queue *k*: its region, a region no item has, or any region."""
     if keeping is None:
@@ -161,13 +180,16 @@ class Run:
     other_cores: float
     errors: int
     completed: bool
+    commits_per_publish: float | None = None
+    operations_per_commit: float | None = None
 
 
 class TopicBench(Bench):
     async def run_topic(self, scenario: Scenario) -> Run:
         queues, keeping = ALL_SHAPES[scenario.target]
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
-        server = self._start_component("sqlite", tmp, src=Path(scenario.src or REPO))
+        metrics = self.args.count_commits
+        server = self._start_component("sqlite", tmp, metrics, src=Path(scenario.src or REPO))
         try:
             return await self._drive_topic(scenario, queues, keeping, server)
         finally:
@@ -232,12 +254,16 @@ class TopicBench(Bench):
                 raise SetupError("warm-up did not complete")
             tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
             assert self.prosody.pid is not None
+            counts = await commit_counts(self.metrics_address) if a.count_commits else None
             meter = CpuMeter(server.pid, self.prosody.pid)
             profiler = self._start_profiler(scenario, server, server.log.parent)
             try:
                 publisher.start_window(warm, warm + n, scenario.window)
                 completed = await wait_done(tracker, clients, server, a.batch_timeout)
                 meter.stop()
+                if counts is not None:
+                    after = await commit_counts(self.metrics_address)
+                    counts = (after[0] - counts[0], after[1] - counts[1])
             finally:
                 if profiler is not None:
                     self._stop_profiler(profiler)
@@ -263,6 +289,8 @@ class TopicBench(Bench):
             other_cores=meter.other_cores,
             errors=tracker.errors,
             completed=completed,
+            commits_per_publish=counts[0] / n if counts else None,
+            operations_per_commit=counts[1] / max(1.0, counts[0]) if counts else None,
         )
 
 
@@ -276,6 +304,9 @@ def print_runs(runs: list[Run]) -> None:
     for r in runs:
         rtt = f"{r.publish_rtt.p50_ms:.1f}/{r.publish_rtt.p99_ms:.1f}" if r.publish_rtt else "-"
         flag = "" if r.completed else "  INCOMPLETE"
+        if r.commits_per_publish is not None and r.operations_per_commit is not None:
+            flag += f"  commits/publish {r.commits_per_publish:.3f}"
+            flag += f" ops/commit {r.operations_per_commit:.1f}"
         print(
             f"{r.scenario:<38} {r.publishes:>9} {r.publisher_per_s:>7.0f} {r.copies:>6} "
             f"{r.until_last_ack_s:>10.2f} {rtt:>15} {r.component_us:>8.0f} "
@@ -339,12 +370,14 @@ def main() -> int:
         type=lambda text: [s for s in text.split(",") if s],
         default=list(SHAPES),
     )
+    own.add_argument("--count-commits", action="store_true")
     mine, rest = own.parse_known_args(sys.argv[1:])
     if "unbound" not in mine.shapes or any(s not in ALL_SHAPES for s in mine.shapes):
         print(f"--shapes: unbound and any of {', '.join(ALL_SHAPES)}", file=sys.stderr)
         return 2
     args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *rest])
     args.shapes = mine.shapes
+    args.count_commits = mine.count_commits
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
         f"workers per bound queue={args.workers} queue_requests={args.queue_requests}"

@@ -12,7 +12,6 @@ and pipeline); the event kinds are here because they are the domain's words.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
