@@ -26,9 +26,19 @@ of the unbound one's (target >= 90 %). Scenarios alternate (unbound, 1x10, 5x10,
 5x0, unbound ...) and the median run of each is shown. `--compare-src DIR` also runs
 every scenario with the component of checkout DIR, interleaved.
 
+`--shapes unbound,5x0` runs only the scenarios named (`unbound` always among them);
+`1x100` (one bound queue keeping every item: a copy per publish) is run only when
+named, to tell a copy's own cost from what a trickle of copies costs. `--profile DIR`
+samples the component with py-spy during each measured run (the last run of each
+scenario is kept) and prints its hot spots. `--count-commits` serves the component's
+`/metrics` and prints the commits per publish and operations per commit of each
+measured run (whether the workers' acks join the publishes' batches); the metrics
+cost CPU of their own, so compare CPU figures only between runs without it.
+
 Run from the repository root:
     python bench/topics_wire.py                           # 5,000 items, window 32, 3 runs
     python bench/topics_wire.py --repeat 5 --compare-src /tmp/prev
+    python bench/topics_wire.py --shapes unbound,1x10,1x100 --repeat 3
 """
 
 from __future__ import annotations
@@ -70,8 +80,19 @@ from wire import LightClient
 
 TOPIC = "topic"
 REGIONS = 10
-SHAPES = {"unbound": (0, True), "1x10": (1, True), "5x10": (5, True), "5x0": (5, False)}
-"""Scenario -> (bound queues, whether queue k keeps region `rk`; else it keeps nothing)."""
+SHAPES: dict[str, tuple[int, bool | None]] = {
+    "unbound": (0, True),
+    "1x10": (1, True),
+    "5x10": (5, True),
+    "5x0": (5, False),
+}
+"""Scenario -> (bound queues, whether queue k keeps region `rk`; else it keeps nothing;
+None: it keeps every item). The scenarios run by default."""
+EXTRA_SHAPES: dict[str, tuple[int, bool | None]] = {"1x100": (1, None)}
+"""Run only when named in ``--shapes``: one bound queue keeping every item, so copies
+come at the publisher's rate (a copy's own cost, apart from what a trickle of copies
+costs: compare the per-copy figures of ``1x10`` and ``1x100``)."""
+ALL_SHAPES = SHAPES | EXTRA_SHAPES
 REGION_HEADERS = [
     f"<headers xmlns='{SHIM}'><header name='region'>r{k}</header></headers>".encode()
     for k in range(REGIONS)
@@ -117,6 +138,29 @@ class TopicTracker(Tracker):
             self._complete_one(idx)
 
 
+async def commit_counts(address: str) -> tuple[float, float]:
+    """(commits, operations) of the component so far: its /metrics histogram of
+    operations per committed batch (``--count-commits`` serves it)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://{address}/metrics") as r:
+            text = await r.text()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("xmpp_queue_commit_batch_operations_"):
+            found[name.rsplit("_", 1)[1]] = float(value)
+    return found.get("count", 0.0), found.get("sum", 0.0)
+
+
+def region_filter(k: int, keeping: bool | None) -> str:
+    """The filter of bound queue *k*: its region, a region no item has, or any region."""
+    if keeping is None:
+        return "attributes:region"
+    return f'attributes.region = "{"r" if keeping else "none"}{k}"'
+
+
 def copies_in(start: int, end: int, queues: int) -> int:
     """Items of [start, end) some bound queue keeps (queue k keeps region k)."""
     return sum(1 for i in range(start, end) if i % REGIONS < queues)
@@ -136,20 +180,27 @@ class Run:
     other_cores: float
     errors: int
     completed: bool
+    commits_per_publish: float | None = None
+    operations_per_commit: float | None = None
 
 
 class TopicBench(Bench):
     async def run_topic(self, scenario: Scenario) -> Run:
-        queues, keeping = SHAPES[scenario.target]
+        queues, keeping = ALL_SHAPES[scenario.target]
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
-        server = self._start_component("sqlite", tmp, src=Path(scenario.src or REPO))
+        metrics = self.args.count_commits
+        server = self._start_component("sqlite", tmp, metrics, src=Path(scenario.src or REPO))
         try:
             return await self._drive_topic(scenario, queues, keeping, server)
         finally:
             server.stop()
 
     async def _set_up_topic(
-        self, server: Child, pub: LightClient, workers: list[list[LightClient]], keeping: bool
+        self,
+        server: Child,
+        pub: LightClient,
+        workers: list[list[LightClient]],
+        keeping: bool | None,
     ) -> None:
         a = self.args
         await wait_ready(pub, QUEUE_DOMAIN, server, a.start_timeout)
@@ -158,7 +209,7 @@ class TopicBench(Bench):
             fields = {
                 "pubsub#queue": "1",
                 "pubsub#queue_topic": TOPIC,
-                "pubsub#queue_filter": f'attributes.region = "{"r" if keeping else "none"}{k}"',
+                "pubsub#queue_filter": region_filter(k, keeping),
             }
             steps.append(create_node(QUEUE_DOMAIN, f"q{k}", fields, f"c-q{k}"))
             steps.append(queue_members(QUEUE_DOMAIN, f"q{k}", [w.bare for w in group]))
@@ -176,7 +227,7 @@ class TopicBench(Bench):
                     raise SetupError(f"subscribe failed: {answer[:600]!r}")
 
     async def _drive_topic(
-        self, scenario: Scenario, queues: int, keeping: bool, server: Child
+        self, scenario: Scenario, queues: int, keeping: bool | None, server: Child
     ) -> Run:
         a = self.args
         pub = self._client("publisher", "load")
@@ -189,7 +240,7 @@ class TopicBench(Bench):
         try:
             await asyncio.gather(*(c.connect() for c in clients))
             await self._set_up_topic(server, pub, groups, keeping)
-            kept = queues if keeping else 0
+            kept = REGIONS if keeping is None else queues if keeping else 0
             warm, n = a.warmup, a.items
             tracker = TopicTracker(warm + n)
             publisher = RegionPublisher(pub, QUEUE_DOMAIN, TOPIC, tracker)
@@ -203,10 +254,19 @@ class TopicBench(Bench):
                 raise SetupError("warm-up did not complete")
             tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
             assert self.prosody.pid is not None
+            counts = await commit_counts(self.metrics_address) if a.count_commits else None
             meter = CpuMeter(server.pid, self.prosody.pid)
-            publisher.start_window(warm, warm + n, scenario.window)
-            completed = await wait_done(tracker, clients, server, a.batch_timeout)
-            meter.stop()
+            profiler = self._start_profiler(scenario, server, server.log.parent)
+            try:
+                publisher.start_window(warm, warm + n, scenario.window)
+                completed = await wait_done(tracker, clients, server, a.batch_timeout)
+                meter.stop()
+                if counts is not None:
+                    after = await commit_counts(self.metrics_address)
+                    counts = (after[0] - counts[0], after[1] - counts[1])
+            finally:
+                if profiler is not None:
+                    self._stop_profiler(profiler)
         finally:
             await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
         span = range(warm, warm + n)
@@ -229,6 +289,8 @@ class TopicBench(Bench):
             other_cores=meter.other_cores,
             errors=tracker.errors,
             completed=completed,
+            commits_per_publish=counts[0] / n if counts else None,
+            operations_per_commit=counts[1] / max(1.0, counts[0]) if counts else None,
         )
 
 
@@ -242,6 +304,9 @@ def print_runs(runs: list[Run]) -> None:
     for r in runs:
         rtt = f"{r.publish_rtt.p50_ms:.1f}/{r.publish_rtt.p99_ms:.1f}" if r.publish_rtt else "-"
         flag = "" if r.completed else "  INCOMPLETE"
+        if r.commits_per_publish is not None and r.operations_per_commit is not None:
+            flag += f"  commits/publish {r.commits_per_publish:.3f}"
+            flag += f" ops/commit {r.operations_per_commit:.1f}"
         print(
             f"{r.scenario:<38} {r.publishes:>9} {r.publisher_per_s:>7.0f} {r.copies:>6} "
             f"{r.until_last_ack_s:>10.2f} {rtt:>15} {r.component_us:>8.0f} "
@@ -267,7 +332,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
         Scenario(shape, window=window, src=src)
         for window in args.window
         for src in srcs
-        for shape in SHAPES
+        for shape in args.shapes
     ]
 
 
@@ -291,11 +356,28 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
                 run = await bench.run_topic(scenario)
                 runs.append(run)
                 print_runs([run])
+    for path in dict.fromkeys(bench.profiles):  # one file per scenario: its last run
+        from profile_summary import report
+
+        print(report(path, top=args.top))
     return runs
 
 
 def main() -> int:
-    args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *sys.argv[1:]])
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument(
+        "--shapes",
+        type=lambda text: [s for s in text.split(",") if s],
+        default=list(SHAPES),
+    )
+    own.add_argument("--count-commits", action="store_true")
+    mine, rest = own.parse_known_args(sys.argv[1:])
+    if "unbound" not in mine.shapes or any(s not in ALL_SHAPES for s in mine.shapes):
+        print(f"--shapes: unbound and any of {', '.join(ALL_SHAPES)}", file=sys.stderr)
+        return 2
+    args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *rest])
+    args.shapes = mine.shapes
+    args.count_commits = mine.count_commits
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
         f"workers per bound queue={args.workers} queue_requests={args.queue_requests}"

@@ -93,13 +93,16 @@ class LeafPolicy:
                     scheduled_item(node.node_id, item_id, publisher, item, unordered, work.now)
                 )
                 await self._trim(work, node)
+        targets = await delivery_targets(work.tx, node.node_id)
+        if not targets:
+            return  # a topic read only through its bound queues: no notice to build
         notice = NoticeItem(
             item_id,
             item.payload if cfg.deliver_payloads else None,
             self._ctx.shown_publisher(node, publisher),
             dict(item.attributes),
         )
-        await self._tell(work, node, notice)
+        self._tell_targets(work, node, notice, targets)
 
     async def _trim(self, work: Work, node: Node) -> None:
         """A leaf keeps its newest items: the oldest go past ``max_items`` or
@@ -118,10 +121,15 @@ class LeafPolicy:
                 await items.remove(node_id, oldest[0])
 
     async def _tell(self, work: Work, node: Node, notice: NoticeItem) -> None:
-        for jid, subids in (await delivery_targets(work.tx, node.node_id)).items():
-            work.effects.append(
-                ItemNotice(jid, node.node_id, (notice,), subids, headline=headline(node.config))
-            )
+        self._tell_targets(work, node, notice, await delivery_targets(work.tx, node.node_id))
+
+    @staticmethod
+    def _tell_targets(
+        work: Work, node: Node, notice: NoticeItem, targets: dict[str, tuple[str, ...]]
+    ) -> None:
+        loud = headline(node.config)
+        for jid, subids in targets.items():
+            work.effects.append(ItemNotice(jid, node.node_id, (notice,), subids, headline=loud))
 
     async def arrived(self, work: Work, node: Node, item: Item) -> None:
         """A dead letter (or redriven item) moved in: announce it, never trim for it."""

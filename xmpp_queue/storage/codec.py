@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from xmpp_queue.core.json_text import ascii_map
 from xmpp_queue.core.model import NodeConfig
 
 _CONFIG_TYPES: dict[str, Any] = typing.get_type_hints(NodeConfig)
@@ -52,10 +53,11 @@ def decode_options(text: str | None) -> dict[str, tuple[str, ...]]:
 
 
 def encode_headers(headers: Mapping[str, str]) -> str | None:
-    """None for no headers: almost every item has none, so store nothing."""
+    """None for no headers: almost every item has none, so store nothing. The text
+    is ``json.dumps``'s, written without building an encoder per item (``ascii_map``)."""
     if not headers:
         return None
-    return json.dumps(dict(headers), separators=(",", ":"))
+    return ascii_map(headers)
 
 
 def decode_headers(text: str | None) -> dict[str, str]:
