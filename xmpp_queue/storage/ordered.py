@@ -10,6 +10,14 @@ member if it has one, else its lowest seq; when it leaves (ack, retract,
 purge, dead letter) the next one is placed. ``MemoryState.set_item`` keeps this
 in step on every change, and a rollback re-derives it through the same path.
 
+A member is *hot* (its :class:`Item` in ``NodeState.items``, its id here) or,
+past the store's backlog budget, *cold* (``backlog``): its seq alone, in
+``cold`` (8 bytes in an array), its row in the database holding the rest. Only
+a member that is not placed goes cold. When a cold member becomes the one to
+place, it cannot be placed until it is read back: the key is left unplaced
+and named in its node's cold tail (``ColdTail.cold_heads``), and the next
+dispatch reads it back first (``backlog.ensure_heads``).
+
 Plain data, no I/O. Removing a member is O(1) (lazy heap deletion); finding
 the head is amortised O(log n) in the key's own size, never in the backlog's.
 """
@@ -19,23 +27,30 @@ from __future__ import annotations
 import heapq
 
 from xmpp_queue.storage.ready import HEAP_SLACK
+from xmpp_queue.storage.tail import TailLevel
 
 
 class KeyFifo:
     """The items of one ordering key of one node, in seq order."""
 
-    __slots__ = ("_heap", "locked", "members", "placed")
+    __slots__ = ("_heap", "cold", "locked", "members", "placed")
 
     def __init__(self) -> None:
         self._heap: list[int] = []
-        self.members: dict[int, str] = {}  # seq -> item id
+        self.members: dict[int, str] = {}  # seq -> item id, of hot members
+        self.cold: TailLevel | None = None  # seqs of cold members (``backlog``)
         self.locked: set[int] = set()  # seqs of members that are locked
         self.placed: int | None = None  # the seq that is in the node's indexes
 
     def __len__(self) -> int:
-        return len(self.members)
+        cold = self.cold
+        return len(self.members) + (len(cold) if cold is not None else 0)
 
     def add(self, seq: int, item_id: str, locked: bool) -> None:
+        """*seq* as a hot member (a cold one brought back becomes hot)."""
+        cold = self.cold
+        if cold is not None and cold.remove(seq) and not cold:
+            self.cold = None
         self.members[seq] = item_id
         if locked:
             self.locked.add(seq)
@@ -43,19 +58,54 @@ class KeyFifo:
         if len(self._heap) > 2 * len(self.members) + HEAP_SLACK:
             self._heap = sorted(self.members)
 
-    def remove(self, seq: int) -> bool:
-        """Forget *seq*; whether it was a member."""
-        if self.members.pop(seq, None) is None:
+    def add_cold(self, seq: int) -> None:
+        """*seq* as a cold member (it is not placed, not locked and not hot)."""
+        if self.cold is None:
+            self.cold = TailLevel()
+        self.cold.add(seq)
+
+    def extend_cold(self, seqs: list[int]) -> None:
+        """Many cold members at once (a load)."""
+        if self.cold is None:
+            self.cold = TailLevel()
+        self.cold.extend_sorted(seqs)
+
+    def cool(self, seq: int) -> bool:
+        """Make the hot member *seq* cold; whether it could be (not placed, not locked)."""
+        if seq == self.placed or seq in self.locked or self.members.pop(seq, None) is None:
             return False
+        self.add_cold(seq)  # its heap entry is stale from now on
+        return True
+
+    def is_cold(self, seq: int) -> bool:
+        cold = self.cold
+        return cold is not None and seq in cold
+
+    def remove(self, seq: int) -> bool:
+        """Forget *seq*; whether it was a member (hot or cold)."""
+        if self.members.pop(seq, None) is None:
+            cold = self.cold
+            if cold is None or not cold.remove(seq):
+                return False
+            if not cold:
+                self.cold = None
+            return True
         self.locked.discard(seq)
         return True
 
     def head(self) -> int | None:
-        """The lowest member seq (stale heap tops are dropped on the way)."""
+        """The lowest member seq, hot or cold (stale heap tops are dropped on the way)."""
         heap, members = self._heap, self.members
         while heap and heap[0] not in members:
             heapq.heappop(heap)
-        return heap[0] if heap else None
+        hot = heap[0] if heap else None
+        cold = self.cold
+        if cold is None:
+            return hot
+        first = cold.first(1)
+        if not first:
+            return hot
+        return first[0] if hot is None or first[0] < hot else hot
 
     def wanted(self) -> int | None:
         """The member that should be placed: the locked one (a key has at most one
