@@ -95,7 +95,7 @@ class ItemPlacement(TimeIndexes):
             return
         want = fifo.wanted()
         tail = q.tail
-        if want is not None and fifo.cold is not None and fifo.is_cold(want):
+        if want is not None and fifo.is_cold(want):
             # Not in memory: placed once a dispatch reads it back (``backlog``).
             assert tail is not None
             tail.cold_heads.add(key)
