@@ -242,19 +242,24 @@ async def bring_back_seqs(
 
 async def place_cold_heads(state: MemoryState, ns: NodeState, reader: ColdReader) -> None:
     """Read back the cold member each key of ``ColdTail.cold_heads`` should place
-    (one query per ``READ_CHUNK`` keys): bringing it back places it."""
+    (one query per ``READ_CHUNK`` keys): bringing it back places it. With few
+    such keys, the members after it come along (``PREFETCH`` shared among the
+    keys), so a queue of one key is not read one row per hand-out."""
     tail = ns.queue.tail
     asked: set[int] = set()
     while tail is not None and tail.cold_heads:
         seqs: list[int] = []
+        ahead = max(1, PREFETCH // len(tail.cold_heads))
         for key in list(tail.cold_heads):
             fifo = ns.queue.keys.get(key)
             want = fifo.wanted() if fifo is not None else None
             if fifo is None or want is None or not fifo.is_cold(want) or want in asked:
                 tail.cold_heads.discard(key)  # placed meanwhile (a rollback), or gone
                 continue
-            seqs.append(want)
-            asked.add(want)
+            # The wanted member is cold, so no member is locked: it is the cold head.
+            for seq in fifo.cold_first(ahead):
+                seqs.append(seq)
+                asked.add(seq)
             if len(seqs) >= READ_CHUNK:
                 break
         if not seqs:

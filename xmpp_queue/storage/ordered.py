@@ -119,6 +119,13 @@ class KeyFifo:
         self.add_cold(seq)  # its heap entry is stale from now on
         return True
 
+    def cold_first(self, limit: int) -> list[int]:
+        """The *limit* lowest cold seqs."""
+        cold = self.cold
+        if cold is None:
+            return []
+        return cold[self._cold_at : self._cold_at + limit].tolist()
+
     def is_cold(self, seq: int) -> bool:
         cold = self.cold
         if cold is None:
