@@ -34,6 +34,11 @@ from array import array
 
 from xmpp_queue.storage.ready import HEAP_SLACK
 
+COOL_SLACK = 8
+"""A key's heap of hot members is rebuilt when members going cold left more than
+twice as many entries as hot members, plus this (an entry is some 40 bytes: more
+than the cold seq itself)."""
+
 COLD_SLACK = 64
 """Cold seqs taken from the front are dropped from the array once they are more
 than this and half of it."""
@@ -117,6 +122,8 @@ class KeyFifo:
         if self.members.pop(seq, None) is None:
             return False
         self.add_cold(seq)  # its heap entry is stale from now on
+        if len(self._heap) > 2 * len(self.members) + COOL_SLACK:
+            self._heap = sorted(self.members)  # a stale entry costs more than the seq
         return True
 
     def cold_first(self, limit: int) -> list[int]:
