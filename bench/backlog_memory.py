@@ -114,7 +114,7 @@ def rows(count: int, headers: bool, delayed: bool = False) -> Any:
     for n in range(1, count + 1):
         at = T0 + timedelta(microseconds=n)
         shim = json.dumps({"Trace": f"t-{n}", "Tenant": f"tenant-{n % 1000}"}) if headers else None
-        row = (
+        row: tuple[Any, ...] = (
             n,
             "q",
             uuid.UUID(int=n).hex,

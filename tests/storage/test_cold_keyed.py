@@ -19,16 +19,17 @@ from typing import Any
 
 import pytest
 
-from tests.kit import ALICE, OWNER, FakeClock, build_service
+from tests.kit import ALICE, OWNER, PUB, FakeClock, build_service
 from tests.kit.stores import SQL_BACKENDS, empty_database
 from tests.storage.samples import T0, at, item, node
 from tests.unit import test_ordering as scenarios
 from tests.unit.test_message_model import ids, worker
 from tests.unit.test_ordering import ordered, pub
-from xmpp_queue.core.model import PageRequest
+from xmpp_queue.core.model import NewItem, PageRequest
 from xmpp_queue.core.service import PubSubService
 from xmpp_queue.storage.store import StateStore
 
+WINDOW_1 = {"pubsub#queue_requests": ["1"]}
 SCENARIOS = [
     fn
     for name, fn in vars(scenarios).items()
@@ -163,3 +164,30 @@ async def test_a_rollback_puts_the_placed_member_back_before_its_cold_successor(
             await tx.commit()
     finally:
         await store.close()
+
+
+async def test_one_deep_key_drains_in_order_with_its_members_read_a_chunk_at_a_time(
+    url: str,
+) -> None:
+    clock = FakeClock()
+    service = await cold_service(url, clock)
+    await ordered(service)
+    batch = [NewItem(f"A{n}", "<j/>", 4, {"ordering-key": "A"}) for n in range(300)]
+    await service.publish_items(PUB, "jobs", batch)
+    service = await _restart(service, url, clock)
+    store = service._ctx.store
+    assert isinstance(store, StateStore)
+    reads: list[int] = []
+    real = store.backend.items_by_seq
+
+    async def counted(node_id: str, seqs: list[int]) -> list[Any]:
+        reads.append(len(seqs))
+        return await real(node_id, seqs)
+
+    store.backend.items_by_seq = counted  # type: ignore[method-assign]
+    order = ids((await service.subscribe(ALICE, "jobs", ALICE.jid, WINDOW_1)).effects)
+    for _ in range(299):
+        order += ids((await service.retract(ALICE, "jobs", order[-1])).effects)
+    assert order == [f"A{n}" for n in range(300)]
+    assert len(reads) <= 3 and sum(reads) == 300  # the head and 255 after it, then the rest
+    await stop(service)
