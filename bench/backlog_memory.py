@@ -21,12 +21,17 @@ a scheduled-delivery backlog; only the newest item is due at the hand-out.
 ``--expiring`` gives every item an expiry time as well (30 days after the
 hand-out), with or without ``--delayed``.
 
+``--keys N`` spreads the items over N ordering keys (item *n* under key
+``k{n % N}``) on a ``pubsub#queue_ordered`` queue: each key's head is what
+dispatch offers, the members behind it wait cold (``storage/ordered.py``).
+
 ``--published`` measures the other way in: N items published through the store
 (commits of 1,000) with ``backlog_bytes=0``, and the memory they hold once cold
 (their seqs and the id filter, ``storage/id_filter.py``).
 
     python bench/backlog_memory.py --items 1000000
     python bench/backlog_memory.py --items 1000000 --url postgresql://postgres@127.0.0.1/postgres
+    python bench/backlog_memory.py --items 1000000 --keys 1000
     PYTHONPATH=/path/to/older/checkout python bench/backlog_memory.py --items 300000
 
 The last form measures another checkout's store with the same data (the script
@@ -81,19 +86,35 @@ def due_at(n: int, count: int) -> datetime:
 
 
 EXPIRING = {"on": False}  # --expiring: every item also expires, long after the hand-out
+KEYS = {"n": 0}  # --keys: items spread over this many ordering keys (0: none)
 EXPIRES_AT = HAND_OUT_AT + timedelta(days=30)
 
 
 def columns(delayed: bool) -> tuple[str, ...]:
     names = (*COLUMNS, "available_at") if delayed else COLUMNS
-    return (*names, "expires_at") if EXPIRING["on"] else names
+    names = (*names, "expires_at") if EXPIRING["on"] else names
+    return (*names, "ordering_key") if KEYS["n"] else names
+
+
+def key_of(n: int) -> str | None:
+    """``--keys``: item *n*'s ordering key."""
+    return f"k{n % KEYS['n']}" if KEYS["n"] else None
+
+
+def keys_label() -> str:
+    return f" keys={KEYS['n']:,}" if KEYS["n"] else ""
+
+
+def node_config() -> str:
+    """The queue node's stored config (ordered with ``--keys``)."""
+    return '{"queue":true,"queue_ordered":true}' if KEYS["n"] else '{"queue":true}'
 
 
 def rows(count: int, headers: bool, delayed: bool = False) -> Any:
     for n in range(1, count + 1):
         at = T0 + timedelta(microseconds=n)
         shim = json.dumps({"Trace": f"t-{n}", "Tenant": f"tenant-{n % 1000}"}) if headers else None
-        row = (
+        row: tuple[Any, ...] = (
             n,
             "q",
             uuid.UUID(int=n).hex,
@@ -107,7 +128,8 @@ def rows(count: int, headers: bool, delayed: bool = False) -> Any:
             1,
         )
         row = (*row, due_at(n, count)) if delayed else row
-        yield (*row, EXPIRES_AT) if EXPIRING["on"] else row
+        row = (*row, EXPIRES_AT) if EXPIRING["on"] else row
+        yield (*row, key_of(n)) if KEYS["n"] else row
 
 
 def fill_sqlite(path: str, count: int, headers: bool, delayed: bool) -> None:
@@ -116,7 +138,8 @@ def fill_sqlite(path: str, count: int, headers: bool, delayed: bool) -> None:
         conn.execute("BEGIN")
         conn.execute(
             "INSERT INTO nodes (node_id, config, creator, created_at) VALUES "
-            "('q', '{\"queue\":true}', '', '2026-01-01 00:00:00.000000')"
+            "('q', ?, '', '2026-01-01 00:00:00.000000')",
+            (node_config(),),
         )
         text_rows = (
             tuple(
@@ -140,8 +163,8 @@ async def fill_postgres(url: str, count: int, headers: bool, delayed: bool) -> N
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(
-            "INSERT INTO nodes (node_id, config, creator, created_at) VALUES "
-            "('q', '{\"queue\":true}', '', $1)",
+            "INSERT INTO nodes (node_id, config, creator, created_at) VALUES ('q', $1, '', $2)",
+            node_config(),
             T0,
         )
         await conn.copy_records_to_table(
@@ -204,6 +227,7 @@ async def measure(
     print(
         f"{db} items={count:,} headers={'own' if headers else 'none'}"
         f"{' delayed' if delayed else ''}{' expiring' if EXPIRING['on'] else ''}"
+        f"{keys_label()}"
         f" (filled in {filled:.0f}s): "
         f"open {opened:.2f}s, open to first hand-out {first:.2f}s; "
         f"tracemalloc {held / count:,.1f} bytes/waiting item ({held / 2**20:,.1f} MiB); "
@@ -222,7 +246,8 @@ async def measure_published(url: str, count: int, headers: bool, delayed: bool) 
     await reset(url)
     store = await StateStore.open(url, backlog_bytes=0)
     async with store.transaction() as tx:
-        await tx.nodes.add(Node("q", NodeConfig(queue=True), T0, ""))
+        config = NodeConfig(queue=True, queue_ordered=bool(KEYS["n"]))
+        await tx.nodes.add(Node("q", config, T0, ""))
         await tx.commit()
     shim = {"Trace": "t", "Tenant": "tenant"} if headers else {}
     tracemalloc.start()
@@ -243,6 +268,7 @@ async def measure_published(url: str, count: int, headers: bool, delayed: bool) 
                         at,
                         available_at=due_at(n + 1, count) if delayed else None,
                         expires_at=EXPIRES_AT if EXPIRING["on"] else None,
+                        ordering_key=key_of(n + 1),
                     )
                 )
             await tx.commit()
@@ -255,7 +281,8 @@ async def measure_published(url: str, count: int, headers: bool, delayed: bool) 
     db = "sqlite" if is_sqlite(url) else "postgresql"
     print(
         f"{db} published={count:,}{' delayed' if delayed else ''}"
-        f"{' expiring' if EXPIRING['on'] else ''} through the store, "
+        f"{' expiring' if EXPIRING['on'] else ''}"
+        f"{keys_label()} through the store, "
         f"backlog_bytes=0 ({wall:.0f}s): "
         f"tracemalloc {held / count:,.1f} bytes/waiting item; backlog counted {backlog:,}"
     )
@@ -303,8 +330,15 @@ def main() -> None:
     parser.add_argument(
         "--expiring", action="store_true", help="every item also has an expiry time (30 days on)"
     )
+    parser.add_argument(
+        "--keys",
+        type=int,
+        default=0,
+        help="spread the items over N ordering keys on an ordered queue (0: no keys)",
+    )
     args = parser.parse_args()
     EXPIRING["on"] = args.expiring
+    KEYS["n"] = args.keys
     url = args.url or f"sqlite:///{Path('/tmp') / 'xq-backlog-memory.db'}"
     asyncio.run(
         main_async(

@@ -25,7 +25,8 @@ from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
-from xmpp_queue.storage.load import StateBuilder, whole_item
+from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.load_rows import whole_item
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
 from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
@@ -111,11 +112,13 @@ class PostgresBackend:
                 builder.nodes(await conn.fetch(POSTGRES.load_nodes))
                 builder.affiliations(await conn.fetch(POSTGRES.load_affs))
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
-                builder.items(await conn.fetch(POSTGRES.load_items))
+                ordered = builder.ordered_nodes()
+                builder.items(await conn.fetch(POSTGRES.load_items, ordered))
                 builder.tail(await conn.fetch(POSTGRES.load_tail))
                 builder.delayed(await conn.fetch(POSTGRES.load_delayed))
+                builder.keyed(await conn.fetch(POSTGRES.load_keyed, ordered))
                 builder.schedule(await conn.fetch(POSTGRES.load_schedule))
-                builder.schedule(await conn.fetch(POSTGRES.load_expiry), expiry=True)
+                builder.schedule(await conn.fetch(POSTGRES.load_expiry, ordered), expiry=True)
                 builder.snapshots(await conn.fetch(POSTGRES.load_snapshots))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)

@@ -25,7 +25,8 @@ from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.engine import make_sqlite_engine
 from xmpp_queue.storage.flush import Flush
-from xmpp_queue.storage.load import StateBuilder, schedule_rows, whole_item
+from xmpp_queue.storage.load import StateBuilder
+from xmpp_queue.storage.load_rows import schedule_rows, whole_item
 from xmpp_queue.storage.sql_outages import sqlite_outage, translate
 from xmpp_queue.storage.sql_rows import (
     ledger_event,
@@ -81,7 +82,8 @@ class SqliteBackend:
             builder.nodes(conn.execute(SQLITE.load_nodes))
             builder.affiliations(conn.execute(SQLITE.load_affs))
             builder.subscriptions(conn.execute(SQLITE.load_subs))
-            builder.items(conn.execute(SQLITE.load_items))
+            ordered = (json.dumps(builder.ordered_nodes()),)
+            builder.items(conn.execute(SQLITE.load_items, ordered))
             builder.tail(
                 (node, priority, json.loads(seqs), size)
                 for node, priority, seqs, size in conn.execute(SQLITE.load_tail)
@@ -90,8 +92,12 @@ class SqliteBackend:
                 (node, priority, json.loads(seqs), size)
                 for node, priority, seqs, size in conn.execute(SQLITE.load_delayed)
             )
+            builder.keyed(
+                (node, key, json.loads(seqs), size)
+                for node, key, seqs, size in conn.execute(SQLITE.load_keyed, ordered)
+            )
             builder.schedule(schedule_rows(conn.execute(SQLITE.load_schedule)))
-            builder.schedule(schedule_rows(conn.execute(SQLITE.load_expiry)), expiry=True)
+            builder.schedule(schedule_rows(conn.execute(SQLITE.load_expiry, ordered)), expiry=True)
             builder.snapshots(conn.execute(SQLITE.load_snapshots))
             for node_id, window in builder.dedup_nodes():
                 last = sqlite_when(conn.execute(SQLITE.ledger_last, (node_id,)).fetchone()[0])

@@ -11,11 +11,18 @@ under the earliest cold due time, so the timer wakes when one comes due and
 moves it to the cold ready levels. Loading a database puts every plain
 waiting item there at once, so a restart reads seqs and due times, not rows.
 
+On an ordered queue a waiting item with an ordering key goes cold too, unless
+it is its key's placed member (the one dispatch may offer, ``ordered``): its
+seq stays in its key's fifo and in the tail's ``keyed`` level, its key string
+(shared by the key's members) in the fifo's entry. A load puts every unlocked
+member there, as (key, seqs) per node.
+
 Reads bring cold items back through the backend (``ColdReader``):
 
 - a dispatch first makes sure the head of each priority level is hot
   (:func:`ensure_heads`: the next *limit* items of the level, plus
-  ``PREFETCH``, in one query by seq);
+  ``PREFETCH``, in one query by seq), and that every ordering key whose next
+  member is cold has it back and placed (``ColdTail.cold_heads``);
 - a read by id (:func:`find`) misses ``NodeState.items`` and, when the node
   has a tail, looks the row up; an item found there is brought back;
 - paging, the newest items and a purge merge hot items and cold seqs in
@@ -33,7 +40,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from xmpp_queue.core.model import Item
@@ -79,6 +86,11 @@ def is_plain(item: Item) -> bool:
     return item.locked_by is None and item.ordering_key is None and item.acked_at is None
 
 
+def is_keyed(item: Item) -> bool:
+    """Whether a waiting item is a member of an ordering key (cold unless placed)."""
+    return item.locked_by is None and item.ordering_key is not None and item.acked_at is None
+
+
 def due_of(item: Item) -> int | None:
     """The due time a cold delayed *item* is filed under (``schedule``)."""
     return to_us(item.available_at) if item.available_at is not None else None
@@ -111,40 +123,6 @@ class BacklogBudget:
         return self._estimate > self.limit
 
 
-async def fill_id_filters(current: Callable[[], MemoryState], reader: ColdReader) -> None:
-    """After a load: read the ids of the items loaded cold, a chunk at a time
-    (between the store's own reads and commits), into their tails' id filters,
-    so a publish of a new id into a deep queue needs no database read.
-
-    Until a tail's fill ends it answers "maybe" (``unknown_upto``): correct,
-    only slower. A purge (a new tail) or a reload (a new state) ends the fill
-    of what they replaced; a failed read leaves the rest unknown."""
-    state = current()
-    for node_id, ns in list(state.nodes.items()):
-        tail = ns.queue.tail
-        if tail is None or not tail.unknown_upto:
-            continue
-        upto, after = tail.unknown_upto, 0
-        tail.ids.reserve(len(tail))
-        while True:
-            try:
-                rows = await reader.tail_ids(node_id, after, upto)
-            except Exception as exc:  # an outage: the filters stay "maybe"
-                log.warning("event=id_filter_fill_failed error=%s", type(exc).__name__)
-                return
-            if current() is not state:
-                return  # reloaded: the new state has its own fill
-            if ns.queue.tail is not tail:
-                break  # purged
-            for _, item_id in rows:
-                tail.ids.add(item_id)
-            if not rows:
-                if tail.unknown_upto == upto:
-                    tail.unknown_upto = 0
-                break
-            after = rows[-1][0]
-
-
 def estimate(state: MemoryState) -> int:
     """Bytes the whole items of *state* take, by :data:`ITEM_COST` plus payloads."""
     total = 0
@@ -166,14 +144,23 @@ def cool(state: MemoryState, items: Iterable[Item], budget: BacklogBudget) -> in
     compact: dict[str, NodeState] = {}
     expiring: dict[str, NodeState] = {}
     for item in items:
-        if not is_plain(item):
+        plain = is_plain(item)
+        if not plain and not is_keyed(item):
             continue
         ns = nodes.get(item.node)
         if ns is None or ns.items.get(item.item_id) is not item:
             continue
         q = ns.queue
         expires = expiry_of(item)
-        if q.ready.discard(item.seq, item.priority):
+        if not plain:
+            fifo = q.keys.get(item.ordering_key or "")
+            if fifo is None or not fifo.cool(item.seq):
+                continue  # its key's placed member, or on an unordered node: whole
+            del ns.items[item.item_id]
+            if q.tail is None:
+                q.tail = ColdTail()
+            q.tail.add_keyed(item.seq, item.payload_size, item.item_id, expires)
+        elif q.ready.discard(item.seq, item.priority):
             del ns.items[item.item_id]
             if q.tail is None:
                 q.tail = ColdTail()
@@ -212,7 +199,12 @@ def bring_back(state: MemoryState, ns: NodeState, item: Item) -> bool:
     was_ready = tail.holds_ready(item.seq, item.priority)
     first_expiry = tail.earliest_expiry()
     expires = expiry_of(item)
-    if not tail.remove(item.seq, item.priority, item.payload_size, due_of(item), expires):
+    keyed = item.ordering_key is not None and tail.remove_keyed(
+        item.seq, item.payload_size, expires
+    )
+    if not keyed and not tail.remove(
+        item.seq, item.priority, item.payload_size, due_of(item), expires
+    ):
         return False
     if expires is not None and tail.earliest_expiry() != first_expiry:
         state.file_cold_expiry(ns)
@@ -242,17 +234,50 @@ async def bring_back_seqs(
         missing = [seq for seq in seqs if seq not in back and tail.forget(seq)]
         for seq in missing:
             log.warning("event=cold_item_missing node=%s seq=%d", ns.node.node_id, seq)
+            state.forget_cold_member(ns, seq)
         if missing:
             state.file_cold_expiry(ns)
     return back
 
 
+async def place_cold_heads(state: MemoryState, ns: NodeState, reader: ColdReader) -> None:
+    """Read back the cold member each key of ``ColdTail.cold_heads`` should place
+    (one query per ``READ_CHUNK`` keys): bringing it back places it. With few
+    such keys, the members after it come along (``PREFETCH`` shared among the
+    keys), so a queue of one key is not read one row per hand-out."""
+    tail = ns.queue.tail
+    asked: set[int] = set()
+    while tail is not None and tail.cold_heads:
+        seqs: list[int] = []
+        ahead = max(1, PREFETCH // len(tail.cold_heads))
+        for key in list(tail.cold_heads):
+            fifo = ns.queue.keys.get(key)
+            want = fifo.wanted() if fifo is not None else None
+            if fifo is None or want is None or not fifo.is_cold(want) or want in asked:
+                tail.cold_heads.discard(key)  # placed meanwhile (a rollback), or gone
+                continue
+            # The wanted member is cold, so no member is locked: it is the cold head.
+            for seq in fifo.cold_first(ahead):
+                seqs.append(seq)
+                asked.add(seq)
+            if len(seqs) >= READ_CHUNK:
+                break
+        if not seqs:
+            return
+        await bring_back_seqs(state, ns, reader, seqs)
+        if ns.queue.tail is not tail:
+            return  # purged meanwhile
+
+
 async def ensure_heads(state: MemoryState, ns: NodeState, reader: ColdReader, limit: int) -> None:
     """Make the first *limit* ready items of every priority level whole, so the
-    ready index alone answers a dispatch (cold items join with a prefetch)."""
+    ready index alone answers a dispatch (cold items join with a prefetch), and
+    place every ordering key's cold head (:func:`place_cold_heads`)."""
     tail = ns.queue.tail
     if tail is None or limit <= 0:
         return
+    if tail.cold_heads:
+        await place_cold_heads(state, ns, reader)
     for priority, level in list(tail.levels.items()):
         while len(level):
             head = level.first(1)[0]

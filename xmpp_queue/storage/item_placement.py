@@ -5,7 +5,8 @@ Every write of an item goes through ``set_item`` (transactions record what they
 replaced through the same path), so an index can never disagree with the items:
 an item is unindexed as it was, stored, and indexed as it is. On an ordered queue
 only the head of each ordering key is placed in the ready, delayed or locked
-index (``ordered``). A base class of :class:`~xmpp_queue.storage.state.MemoryState`.
+index (``ordered``); a cold head waits unplaced until a dispatch reads it back.
+A base class of :class:`~xmpp_queue.storage.state.MemoryState`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ class ItemPlacement(TimeIndexes):
                 return
         self._unplace(ns, item)
 
+    def forget_cold_member(self, ns: NodeState, seq: int) -> None:
+        """A cold member of an ordering key whose row is missing: out of its key."""
+        for key, fifo in list(ns.queue.keys.items()):
+            if fifo.is_cold(seq):
+                fifo.remove(seq)
+                self._settle_key(ns, key)
+                return
+
+    def settle_key(self, ns: NodeState, key: str) -> None:
+        """Place the member of *key* that should be offered (a load's cold keys)."""
+        self._settle_key(ns, key)
+
     def _settle_key(self, ns: NodeState, key: str) -> None:
         """Place the member of *key* that should be offered (see ``ordered``)."""
         q = ns.queue
@@ -81,13 +94,21 @@ class ItemPlacement(TimeIndexes):
         if fifo is None:
             return
         want = fifo.wanted()
+        tail = q.tail
+        if want is not None and fifo.is_cold(want):
+            # Not in memory: placed once a dispatch reads it back (``backlog``).
+            assert tail is not None
+            tail.cold_heads.add(key)
+            want = None
+        elif tail is not None and tail.cold_heads:
+            tail.cold_heads.discard(key)
         if want != fifo.placed:
             if fifo.placed is not None:
                 self._unplace(ns, ns.items[fifo.members[fifo.placed]])
             fifo.placed = want
             if want is not None:
                 self._place(ns, ns.items[fifo.members[want]])
-        if want is None:
+        if not fifo:
             del q.keys[key]
 
     def _place(self, ns: NodeState, item: Item) -> None:

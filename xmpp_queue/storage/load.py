@@ -6,17 +6,18 @@ orders below are shared by the load queries and the write statements
 (``sql_statements``, ``sql_rows``), so a row read and a row written line up.
 
 Memory matters here: a queue may hold millions of items. Repeated strings
-(node ids, publishers, lock holders) are shared, equal timestamps of one row
-share one object, and items without headers share one empty mapping.
+(node ids, publishers, lock holders, ordering keys) are shared, equal
+timestamps of one row share one object, and items without headers share one
+empty mapping. Waiting items are not read whole at all where their seqs are
+enough (``backlog``): plain ones by priority level, and on ordered nodes the
+unlocked members of each ordering key as (key, seqs).
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
 from xmpp_queue.core.model import (
@@ -27,9 +28,11 @@ from xmpp_queue.core.model import (
     Subscription,
     SubscriptionState,
 )
+from xmpp_queue.core.ordering_config import is_ordered
 from xmpp_queue.storage import codec
 from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, frozen_headers
 from xmpp_queue.storage.node_state import NodeState
+from xmpp_queue.storage.ordered import KeyFifo
 from xmpp_queue.storage.state import MemoryState
 from xmpp_queue.storage.tail import ColdTail
 
@@ -249,6 +252,38 @@ class StateBuilder:
                 continue  # counted as orphans by ``schedule``
             self._cold(ns, seqs, size).delayed_level(priority).extend_sorted(list(seqs))
 
+    def ordered_nodes(self) -> list[str]:
+        """The ordered nodes loaded so far: their keyed waiting items load as
+        (key, seqs) (``keyed``), not whole (the ``ordered`` parameter)."""
+        return [node_id for node_id, ns in self._state.nodes.items() if is_ordered(ns.node.config)]
+
+    def keyed(self, rows: Iterable[tuple[str, str, Sequence[int], int]]) -> None:
+        """Unlocked members of ordering keys of ordered nodes, as (node id, key,
+        their seqs, their payload bytes), after ``items`` (a key's locked member,
+        loaded whole, stays placed): cold in their key's fifo and their node's
+        tail; a key without a locked member waits for a dispatch to read its head
+        back (``ColdTail.cold_heads``)."""
+        state, nodes = self._state, self._state.nodes
+        by_node: dict[str, list[int]] = {}
+        for node_id, key, seqs, size in rows:
+            ns = nodes.get(node_id)
+            if ns is None:
+                self.orphans += len(seqs)
+                continue
+            key = self._shared(key) or ""
+            members = list(seqs)
+            self._cold(ns, members, size)
+            fifo = ns.queue.keys.get(key)
+            if fifo is None:
+                fifo = ns.queue.keys[key] = KeyFifo()
+            fifo.extend_cold(members)
+            by_node.setdefault(node_id, []).extend(members)
+            state.settle_key(ns, key)
+        for node_id, members in by_node.items():
+            tail = nodes[node_id].queue.tail
+            assert tail is not None
+            tail.keyed.extend_sorted(members)
+
     def _cold(self, ns: NodeState, seqs: Sequence[int], size: int | None) -> ColdTail:
         """The node's cold tail, counting one group of loaded seqs of *size* payload
         bytes (the caller files them in their level)."""
@@ -320,64 +355,3 @@ class StateBuilder:
         self._state.next_seq = max(self._max_seq, seq_floor) + 1
         self._state.next_sub_id = max(self._max_sub_id, sub_id_floor) + 1
         return self._state
-
-
-def whole_item(row: Row, when: DateDecoder) -> Item:
-    """One item row (``ITEM_FIELDS``, payload included) as the store keeps it."""
-    (
-        seq,
-        node_id,
-        item_id,
-        publisher,
-        payload,
-        size,
-        published,
-        updated,
-        locked_by,
-        lock_jid,
-        locked_at,
-        expires,
-        available,
-        deliveries,
-        headers,
-        priority,
-        item_expires,
-        ordering_key,
-        acked_at,
-    ) = row
-    published_at, updated_at = when(published), when(updated)
-    assert published_at is not None and updated_at is not None
-    return Item(
-        node_id,
-        item_id,
-        seq,
-        publisher or "",
-        payload,
-        published_at,
-        updated_at,
-        size,
-        locked_by,
-        lock_jid,
-        when(locked_at),
-        when(expires),
-        when(available),
-        deliveries,
-        frozen_headers(codec.decode_headers(headers)) if headers else EMPTY_HEADERS,
-        priority,
-        when(item_expires),
-        ordering_key,
-        when(acked_at),
-    )
-
-
-def schedule_rows(
-    rows: Iterable[tuple[str, int, int]],
-) -> Iterator[tuple[str, array[int], array[int]]]:
-    """(node id, due, seq) rows in (node, due, seq) order, one group per node."""
-    for node_id, group in groupby(rows, key=itemgetter(0)):
-        dues, seqs = array("q"), array("q")
-        add_due, add_seq = dues.append, seqs.append
-        for _, due, seq in group:
-            add_due(due)
-            add_seq(seq)
-        yield node_id, dues, seqs

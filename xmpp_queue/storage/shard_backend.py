@@ -29,7 +29,8 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import and_, bindparam, func, not_, select
+from sqlalchemy import String, and_, bindparam, func, not_, select
+from sqlalchemy.dialects import postgresql
 
 from xmpp_queue.core.errors import NotActive
 from xmpp_queue.storage import schema
@@ -51,6 +52,7 @@ from xmpp_queue.storage.sql_statements import (
     coolable,
     delayed_waiting,
     expiring_waiting,
+    keyed_waiting,
     load_schedule,
     plain_waiting,
 )
@@ -63,8 +65,9 @@ SUB_ID_BLOCK = 2**32  # subscription ids one term of a shard may hand out
 _BLOCK_LOCK = 0x78717368  # the advisory lock key of the block reservation ("xqsh")
 
 
-def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
-    """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)."""
+def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str, str]:
+    """The load queries of ``backend_sql``, each limited to one shard's nodes ($1)
+    (and given the ordered nodes ($2) where keyed waiting items load as seqs)."""
     from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
     dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
@@ -78,6 +81,8 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
         schema.snapshots,
     )
     shard = ("shard",)
+    ordered = i.c.node_id == func.any(bindparam("ordered", type_=postgresql.ARRAY(String())))
+    shard_ordered = ("shard", "ordered")
     return (
         _compile(
             select(*(n.c[f] for f in NODE_FIELDS)).where(n.c.node_id.in_(mine)), dialect, shard
@@ -96,10 +101,10 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
         ),
         _compile(
             select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
-            .where(i.c.node_id.in_(mine), not_(coolable()))
+            .where(i.c.node_id.in_(mine), not_(coolable()), not_(and_(keyed_waiting(), ordered)))
             .order_by(i.c.seq),
             dialect,
-            shard,
+            shard_ordered,
         ),
         _compile(  # plain waiting items as seqs: the cold tails (backlog.py)
             select(i.c.node_id, i.c.priority, func.array_agg(i.c.seq), func.sum(i.c.payload_size))
@@ -119,9 +124,23 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
             load_schedule(dialect, and_(i.c.node_id.in_(mine), delayed_waiting())), dialect, shard
         ),
         _compile(
-            load_schedule(dialect, and_(i.c.node_id.in_(mine), expiring_waiting()), expiry=True),
+            load_schedule(
+                dialect, and_(i.c.node_id.in_(mine), expiring_waiting(ordered)), expiry=True
+            ),
             dialect,
-            shard,
+            shard_ordered,
+        ),
+        _compile(  # unlocked members of ordering keys as (key, seqs) (ordered.py)
+            select(
+                i.c.node_id,
+                i.c.ordering_key,
+                func.array_agg(i.c.seq),
+                func.sum(i.c.payload_size),
+            )
+            .where(i.c.node_id.in_(mine), keyed_waiting(), ordered)
+            .group_by(i.c.node_id, i.c.ordering_key),
+            dialect,
+            shard_ordered,
         ),
         _compile(
             select(*(x.c[f] for f in SNAPSHOT_FIELDS)).where(x.c.node_id.in_(mine)), dialect, shard
@@ -138,6 +157,7 @@ def _shard_loads() -> tuple[str, str, str, str, str, str, str, str, str]:
     LOAD_DELAYED,
     LOAD_SCHEDULE,
     LOAD_EXPIRY,
+    LOAD_KEYED,
     LOAD_SNAPSHOTS,
 ) = _shard_loads()
 
@@ -203,11 +223,13 @@ class ShardBackend(PostgresBackend):
                 builder.nodes(await conn.fetch(LOAD_NODES, self.shard))
                 builder.affiliations(await conn.fetch(LOAD_AFFS, self.shard))
                 builder.subscriptions(await conn.fetch(LOAD_SUBS, self.shard))
-                builder.items(await conn.fetch(LOAD_ITEMS, self.shard))
+                ordered = builder.ordered_nodes()
+                builder.items(await conn.fetch(LOAD_ITEMS, self.shard, ordered))
                 builder.tail(await conn.fetch(LOAD_TAIL, self.shard))
                 builder.delayed(await conn.fetch(LOAD_DELAYED, self.shard))
+                builder.keyed(await conn.fetch(LOAD_KEYED, self.shard, ordered))
                 builder.schedule(await conn.fetch(LOAD_SCHEDULE, self.shard))
-                builder.schedule(await conn.fetch(LOAD_EXPIRY, self.shard), expiry=True)
+                builder.schedule(await conn.fetch(LOAD_EXPIRY, self.shard, ordered), expiry=True)
                 builder.snapshots(await conn.fetch(LOAD_SNAPSHOTS, self.shard))
                 for node_id, window in builder.dedup_nodes():
                     last = await conn.fetchval(POSTGRES.ledger_last, node_id)

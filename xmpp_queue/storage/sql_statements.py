@@ -77,6 +77,7 @@ class Statements:
     load_items: str
     load_tail: str
     load_delayed: str
+    load_keyed: str
     load_schedule: str
     load_expiry: str
     items_by_seq: str
@@ -132,9 +133,25 @@ def delayed_waiting() -> ColumnElement[bool]:
     return and_(coolable(), schema.items.c.available_at.is_not(None))
 
 
-def expiring_waiting() -> ColumnElement[bool]:
-    """A cold waiting item whose expiry time stays in memory (``tail``)."""
-    return and_(coolable(), schema.items.c.expires_at.is_not(None))
+def keyed_waiting() -> ColumnElement[bool]:
+    """A waiting item with an ordering key: on an ordered node (*ordered*, the
+    dialect's test of ``node_id`` against the parameter ``ordered``) it is loaded
+    as its (key, seq) alone (``backlog``, ``ordered``)."""
+    i = schema.items.c
+    return and_(i.acked_at.is_(None), i.locked_by.is_(None), i.ordering_key.is_not(None))
+
+
+def expiring_waiting(ordered: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
+    """A cold waiting item whose expiry time stays in memory (``tail``): a plain
+    one, or with *ordered* a keyed one of an ordered node too."""
+    cold = coolable() if ordered is None else or_(coolable(), and_(keyed_waiting(), ordered))
+    return and_(cold, schema.items.c.expires_at.is_not(None))
+
+
+def waiting_unlocked() -> ColumnElement[bool]:
+    """Every item that may be cold (plain or keyed): its id fills a tail's filter."""
+    i = schema.items.c
+    return and_(i.acked_at.is_(None), i.locked_by.is_(None))
 
 
 def due_us(dialect: Dialect, at: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -177,11 +194,14 @@ def _statements(
     id_list: ColumnElement[bool],
     seq_list: ColumnElement[bool],
     seqs_of: Callable[[ColumnElement[Any]], ColumnElement[Any]],
+    ordered: ColumnElement[bool],
 ) -> Statements:
     """*id_list*: the dialect's way to test ``item_id`` against one array-ish
     parameter ``ids`` (one statement text whatever the number of ids);
     *seq_list* the same for ``seq`` and a parameter ``seqs``; *seqs_of* the
-    aggregate that gathers a group's seqs into one value (a JSON or SQL array)."""
+    aggregate that gathers a group's seqs into one value (a JSON or SQL array);
+    *ordered* the test of ``node_id`` against the parameter ``ordered`` (the
+    ordered nodes, whose keyed waiting items load as (key, seqs))."""
     n, a, s, i, ledger = (
         schema.nodes,
         schema.affiliations,
@@ -238,8 +258,9 @@ def _statements(
         # waiting items are not read whole at all: their seqs form the cold tails.
         load_items=c(
             select(*(i.c.payload.is_(None) if f == "payload" else i.c[f] for f in ITEM_FIELDS))
-            .where(not_(coolable()))
-            .order_by(i.c.seq)
+            .where(not_(coolable()), not_(and_(keyed_waiting(), ordered)))
+            .order_by(i.c.seq),
+            ("ordered",),
         ),
         load_tail=c(
             select(i.c.node_id, i.c.priority, seqs_of(i.c.seq), func.sum(i.c.payload_size))
@@ -251,8 +272,14 @@ def _statements(
             .where(delayed_waiting())
             .group_by(i.c.node_id, i.c.priority)
         ),
+        load_keyed=c(
+            select(i.c.node_id, i.c.ordering_key, seqs_of(i.c.seq), func.sum(i.c.payload_size))
+            .where(keyed_waiting(), ordered)
+            .group_by(i.c.node_id, i.c.ordering_key),
+            ("ordered",),
+        ),
         load_schedule=c(load_schedule(dialect, delayed_waiting())),
-        load_expiry=c(load_schedule(dialect, expiring_waiting(), expiry=True)),
+        load_expiry=c(load_schedule(dialect, expiring_waiting(ordered), expiry=True), ("ordered",)),
         items_by_seq=c(
             select(*(i.c[f] for f in ITEM_FIELDS))
             .where(i.c.node_id == bindparam("node"), seq_list)
@@ -265,7 +292,7 @@ def _statements(
                 i.c.node_id == bindparam("node"),
                 i.c.seq > bindparam("after"),
                 i.c.seq <= bindparam("upto"),
-                coolable(),
+                waiting_unlocked(),
             )
             .order_by(i.c.seq)
             .limit(literal_column("5000"))  # a chunk of a few milliseconds
@@ -319,6 +346,9 @@ SQLITE = _statements(
     _i.item_id.in_(select(literal_column("value")).select_from(func.json_each(bindparam("ids")))),
     _i.seq.in_(select(literal_column("value")).select_from(func.json_each(bindparam("seqs")))),
     func.json_group_array,
+    _i.node_id.in_(
+        select(literal_column("value")).select_from(func.json_each(bindparam("ordered")))
+    ),
 )
 POSTGRES = _statements(
     asyncpg_dialect.dialect(),  # type: ignore[no-untyped-call]
@@ -326,4 +356,5 @@ POSTGRES = _statements(
     _i.item_id == func.any(bindparam("ids", type_=postgresql.ARRAY(String()))),
     _i.seq == func.any(bindparam("seqs", type_=postgresql.ARRAY(BigInteger()))),
     func.array_agg,
+    _i.node_id == func.any(bindparam("ordered", type_=postgresql.ARRAY(String()))),
 )

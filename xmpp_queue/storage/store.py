@@ -86,6 +86,7 @@ from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
 from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
 from xmpp_queue.storage.changes import ChangeSet
+from xmpp_queue.storage.id_filter_fill import fill_id_filters
 from xmpp_queue.storage.inflight import (
     AfterInFlight,
     InFlight,
@@ -206,9 +207,7 @@ class StateStore:
         if self._filling is not None:
             self._filling.cancel()
         if self.backend.keeps_payloads:
-            self._filling = asyncio.create_task(
-                backlog.fill_id_filters(lambda: self._state, self.backend)
-            )
+            self._filling = asyncio.create_task(fill_id_filters(lambda: self._state, self.backend))
 
     async def id_filters_filled(self) -> None:
         """Wait until the ids of the items loaded cold are in the id filters."""

@@ -28,6 +28,14 @@ publish order like any other; paging and counts see both sets of levels.
 An item with an expiry time, delayed or not, also has (expires, seq) in
 ``ColdTail.expiry`` (16 bytes more), so expiry fires for it (``time_indexes``:
 ``cold_expired``); it is read back whole when it expires.
+
+On an ordered queue, a waiting item with an ordering key that is not its key's
+placed member (``ordered``) goes cold as its seq in its key's
+:class:`~xmpp_queue.storage.ordered.KeyFifo` and here in ``ColdTail.keyed`` (16
+bytes in all, plus its expiry pair if it has one): ``keyed`` is what counts,
+paging and reads by id see; the key's fifo is what dispatch order needs. A key
+whose next member to place is cold is named in ``cold_heads`` until a dispatch
+reads that member back (``backlog.ensure_heads``).
 """
 
 from __future__ import annotations
@@ -183,12 +191,24 @@ class ColdTail:
     """One node's cold items: a :class:`TailLevel` per priority of ready ones and
     of delayed ones, the delayed ones' due times (``schedule``), and their bytes."""
 
-    __slots__ = ("delayed", "due", "expiry", "ids", "levels", "payload_bytes", "unknown_upto")
+    __slots__ = (
+        "cold_heads",
+        "delayed",
+        "due",
+        "expiry",
+        "ids",
+        "keyed",
+        "levels",
+        "payload_bytes",
+        "unknown_upto",
+    )
 
     def __init__(self) -> None:
         self.levels: dict[int, TailLevel] = {}  # ready: dispatch takes their heads
         self.delayed: dict[int, TailLevel] = {}  # held back until their due time
         self.due = DueIndex()  # (due, seq) of every delayed one
+        self.keyed = TailLevel()  # members of ordering keys, not placed (``ordered``)
+        self.cold_heads: set[str] = set()  # keys whose member to place is cold
         self.expiry = DueIndex()  # (expires, seq) of every one with an expiry time
         self.payload_bytes = 0  # also counted in the node's ``QueueIndex.payload_bytes``
         self.ids = IdFilter()  # the id of every item that went cold in this process
@@ -197,7 +217,7 @@ class ColdTail:
         self.unknown_upto = 0
 
     def _all_levels(self) -> list[TailLevel]:
-        return [*self.levels.values(), *self.delayed.values()]
+        return [*self.levels.values(), *self.delayed.values(), self.keyed]
 
     def may_hold(self, item_id: str) -> bool:
         """False when no cold item of this tail has *item_id* (no database read
@@ -215,7 +235,7 @@ class ColdTail:
             count += len(level)
         for level in self.delayed.values():
             count += len(level)
-        return count
+        return count + len(self.keyed)
 
     def delayed_count(self) -> int:
         return sum(len(level) for level in self.delayed.values())
@@ -259,6 +279,23 @@ class ColdTail:
         if expires is not None:
             self.expiry.add(expires, seq)
 
+    def add_keyed(self, seq: int, size: int, item_id: str, expires: int | None = None) -> None:
+        """A member of an ordering key (its key's fifo holds it too)."""
+        self.keyed.add(seq)
+        self.payload_bytes += size
+        self.ids.add(item_id)
+        if expires is not None:
+            self.expiry.add(expires, seq)
+
+    def remove_keyed(self, seq: int, size: int, expires: int | None = None) -> bool:
+        """Take a member of an ordering key out; whether it was here."""
+        if not self.keyed.remove(seq):
+            return False
+        if expires is not None:
+            self.expiry.remove(expires, seq)
+        self.payload_bytes -= size
+        return True
+
     def remove(
         self,
         seq: int,
@@ -284,6 +321,7 @@ class ColdTail:
     def forget(self, seq: int) -> bool:
         """Take *seq* out of every level and index (its row is missing); whether found."""
         ready = any(level.remove(seq) for level in self.levels.values())
+        ready = self.keyed.remove(seq) or ready
         delayed = any(level.remove(seq) for level in self.delayed.values())
         if delayed:
             self.due.remove_seq(seq)
@@ -339,6 +377,8 @@ class ColdTail:
         return level is not None and seq in level
 
     def holds(self, seq: int, priority: int) -> bool:
+        if seq in self.keyed:
+            return True
         level = self.levels.get(priority)
         if level is not None and seq in level:
             return True
