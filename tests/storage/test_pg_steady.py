@@ -23,7 +23,7 @@ from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_postgres import PostgresBackend
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import PostgresLease
-from xmpp_queue.storage.pg_steady import steady_arguments
+from xmpp_queue.storage.pg_steady import BEGIN_STEADY, STEADY, steady_arguments
 from xmpp_queue.storage.sql_rows import same_time
 
 from .samples import T0, item, node
@@ -154,3 +154,23 @@ async def test_a_fenced_out_commit_writes_and_locks_nothing(pg: str, steady: boo
             await backend.close()
         await old.close()
         await new.close()
+
+
+async def test_the_steady_statement_probes_the_index_of_a_table_the_planner_thinks_small(
+    pg: str,
+) -> None:
+    """The items table churns: a scan would read every dead row at every commit."""
+    conn = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute("ANALYZE items")  # empty: a scan would look cheapest
+        await conn.execute(BEGIN_STEADY)
+        # The plan that runs: the generic one, kept with the prepared statement.
+        await conn.execute(f"PREPARE steady AS {STEADY}")
+        nulls = ", ".join(["NULL"] * STEADY.count("::"))
+        explained = await conn.fetch(f"EXPLAIN EXECUTE steady({nulls})")
+        plan = "\n".join(r[0] for r in explained)
+        await conn.execute("ROLLBACK")
+    finally:
+        await conn.close()
+    assert "Seq Scan" not in plan, plan
+    assert "Tid Scan on items" in plan, plan  # rows found by key, then by row id

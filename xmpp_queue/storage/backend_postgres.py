@@ -28,7 +28,7 @@ from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder, whole_item
-from xmpp_queue.storage.pg_steady import STEADY, STEADY_FENCED, steady_arguments
+from xmpp_queue.storage.pg_steady import BEGIN_STEADY, STEADY, STEADY_FENCED, steady_arguments
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
 from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
@@ -159,9 +159,10 @@ class PostgresBackend:
             conn = await self._connection()
         except StorageUnavailable as exc:
             raise FlushFailed(exc, maybe_committed=False) from exc
-        transaction = conn.transaction()
         try:
-            await transaction.start()
+            # BEGIN with the steady statement's planner settings, in one round trip
+            # (plain SQL, not asyncpg's Transaction, which sends BEGIN alone).
+            await conn.execute("BEGIN" if steady is None else BEGIN_STEADY)
             # The transaction's id lets a COMMIT whose answer was lost be looked up.
             if steady is not None:
                 xid = await self._write_steady(conn, steady)
@@ -171,7 +172,7 @@ class PostgresBackend:
                     await conn.executemany(sql, rows)
             await self._reserve(conn, flush)
         except NotActive as exc:
-            await transaction.rollback()
+            await conn.execute("ROLLBACK")
             fence = self.fence
             assert fence is not None
             log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
@@ -179,7 +180,7 @@ class PostgresBackend:
         except BaseException as exc:
             if not conn.is_closed():
                 try:
-                    await transaction.rollback()
+                    await conn.execute("ROLLBACK")
                 except Exception:
                     pass
             raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
@@ -187,7 +188,7 @@ class PostgresBackend:
             closed = StorageUnavailable("database unavailable: connection closed before COMMIT")
             raise FlushFailed(self._lost(closed), maybe_committed=False)
         try:
-            await transaction.commit()
+            await conn.execute("COMMIT")
         except BaseException as exc:
             lost = self._lost(exc)
             outcome = await self._outcome(xid) if lost is not exc else None

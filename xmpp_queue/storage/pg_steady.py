@@ -22,6 +22,10 @@ What keeps the meaning of the general path:
   lease row was ours, so a fenced-out process touches no item row, holds no
   item lock, and rolls back.
 - Ledger rows get their ids in array order (a function scan keeps it).
+
+An item row to delete or update is found by one probe of the unique index per
+key (its ``ctid``), never by a join the planner might make a scan of the table
+(``BEGIN_STEADY``).
 """
 
 from __future__ import annotations
@@ -64,19 +68,25 @@ def _statement(fenced: bool) -> str:
     p = _Params()
     gate = " AND EXISTS (SELECT FROM fence)" if fenced else ""
     where = " WHERE EXISTS (SELECT FROM fence)" if fenced else ""
-    key_match = " AND ".join(f"{items.name}.{k} = v.{k}" for k in _ITEM_KEY)
+    # The row of key v, found through the unique index (one probe per key).
+    row_of_v = (
+        f"(SELECT ctid FROM {items.name} AS i WHERE "
+        + " AND ".join(f"i.{k} = v.{k}" for k in _ITEM_KEY)
+        + ")"
+    )
     changing = [f for f in ITEM_FIELDS if f not in _ITEM_KEY and f != "seq"]
     cold_set = ", ".join(f"{f} = v.{f}" for f in ITEM_COLD_FIELDS if f not in _ITEM_KEY)
     parts = [
-        f"deleted AS (DELETE FROM {items.name} USING {p.arrays(items, _ITEM_KEY)}"
-        f" WHERE {key_match}{gate})",
+        f"deleted AS (DELETE FROM {items.name} WHERE ctid = ANY (ARRAY(SELECT {row_of_v}"
+        f" FROM {p.arrays(items, _ITEM_KEY)})){gate})",
         f"upserted AS (INSERT INTO {items.name} ({', '.join(ITEM_FIELDS)})"
         f" SELECT * FROM {p.arrays(items, ITEM_FIELDS)}{where}"
         f" ON CONFLICT ({', '.join(_ITEM_KEY)}) DO UPDATE SET "
         + ", ".join(f"{f} = excluded.{f}" for f in changing)
         + ")",
         f"cold AS (UPDATE {items.name} SET {cold_set}"
-        f" FROM {p.arrays(items, ITEM_COLD_FIELDS)} WHERE {key_match}{gate})",
+        f" FROM (SELECT *, {row_of_v} AS row_id FROM {p.arrays(items, ITEM_COLD_FIELDS)}) AS v"
+        f" WHERE {items.name}.ctid = v.row_id{gate})",
         f"events AS (INSERT INTO {ledger.name} ({', '.join(LEDGER_FIELDS)})"
         f" SELECT * FROM {p.arrays(ledger, LEDGER_FIELDS)}{where})",
     ]
@@ -88,6 +98,16 @@ def _statement(fenced: bool) -> str:
     return "WITH " + ", ".join([fence, *parts]) + f" SELECT txid_current(), {ours}"
 
 
+# The steady statement is planned once (a generic plan, kept with the prepared
+# statement: a plan for each commit's array lengths would cost the server more
+# than the statement) and with sequential scans off. The items table churns (a
+# row inserted, updated and deleted per item), so between two autovacuum runs it
+# holds many dead rows, which a scan reads at every commit, while the planner,
+# going by the last statistics, believes the table small and would rather scan
+# it than probe its index.
+BEGIN_STEADY = (
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan"
+)
 STEADY = _statement(fenced=False)
 STEADY_FENCED = _statement(fenced=True)
 
