@@ -125,6 +125,7 @@ class Figures:
     errors: int
     error_samples: list[str]
     max_in_flight: int = 0
+    database_us: float = 0.0  # PostgreSQL's sessions of the component (0: SQLite, in it)
 
 
 class SetupError(RuntimeError):
@@ -196,25 +197,55 @@ class CpuMeter:
     and a run disturbed by someone else's load should say so.
     """
 
-    def __init__(self, component_pid: int, prosody_pid: int) -> None:
+    def __init__(self, component_pid: int, prosody_pid: int, database_pids: list[int]) -> None:
         self._pids = (component_pid, prosody_pid)
+        self._database_pids = database_pids
+        self._database_start = self._database()
         self._start = self._sample()
         self._machine = machine_busy_seconds()
         self._wall = time.perf_counter()
         self.spent = (0.0, 0.0, 0.0)
+        self.database = 0.0
         self.other_cores = 0.0
         self.steal_cores = 0.0
 
     def _sample(self) -> tuple[float, float, float]:
         return (cpu_seconds(self._pids[0]), cpu_seconds(self._pids[1]), time.process_time())
 
+    def _database(self) -> float:
+        """CPU seconds of the component's PostgreSQL sessions (0 on SQLite: there the
+        database works inside the component)."""
+        total = 0.0
+        for pid in self._database_pids:
+            try:
+                total += cpu_seconds(pid)
+            except OSError:  # the session ended
+                pass
+        return total
+
     def stop(self) -> None:
         end = self._sample()
+        self.database = self._database() - self._database_start
         busy, steal = machine_busy_seconds()
         wall = time.perf_counter() - self._wall
         self.spent = (end[0] - self._start[0], end[1] - self._start[1], end[2] - self._start[2])
-        self.other_cores = max(0.0, (busy - self._machine[0] - sum(self.spent)) / wall)
+        others = busy - self._machine[0] - sum(self.spent) - self.database
+        self.other_cores = max(0.0, others / wall)
         self.steal_cores = (steal - self._machine[1]) / wall
+
+
+def database_sessions(scenario: Scenario) -> list[int]:
+    """The server processes of the bench database's sessions (the component's)."""
+    if scenario.target != "postgresql":
+        return []
+    query = f"SELECT pid FROM pg_stat_activity WHERE datname = '{PG_DB}'"
+    done = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-tAc", query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [int(line) for line in done.stdout.split()]
 
 
 class Bench:
@@ -369,7 +400,7 @@ class Bench:
                 raise SetupError("warm-up did not complete")
             tracker.expect(warm, warm + n, publish_results_only=only_publish)
             assert self.prosody.pid is not None
-            meter = CpuMeter(server.pid, self.prosody.pid)
+            meter = CpuMeter(server.pid, self.prosody.pid, database_sessions(scenario))
             profiler = self._start_profiler(scenario, server, tmp)
             scraper = (
                 asyncio.create_task(scrape(self.metrics_address, args.scrape_interval))
@@ -481,6 +512,7 @@ class Bench:
             component_us=per_item[0],
             prosody_us=per_item[1],
             loadgen_us=per_item[2],
+            database_us=meter.database * 1e6 / max(1, len(finished)),
             other_cores=meter.other_cores,
             steal_cores=meter.steal_cores,
             duplicates=t.duplicates,
@@ -583,7 +615,7 @@ def print_table(rows: list[Figures]) -> None:
     head = (
         f"{'scenario':<30} {'items':>6} {'items/s':>8} {'deliver p50/p99/max ms':>23} "
         f"{'publish rtt p50/p99':>20} {'to ack p50/p99':>15} "
-        f"{'comp µs':>8} {'prosody µs':>10} {'load µs':>8} {'others':>6} "
+        f"{'comp µs':>8} {'db µs':>6} {'prosody µs':>10} {'load µs':>8} {'others':>6} "
         f"{'infl':>4} {'dup':>4} {'err':>4}"
     )
     print(head)
@@ -597,7 +629,8 @@ def print_table(rows: list[Figures]) -> None:
         print(
             f"{r.scenario:<30} {r.items:>6} {r.items_per_s:>8.0f} {r.delivery or '-'!s:>23} "
             f"{two(r.publish_rtt):>20} {two(r.publish_to_ack):>15} "
-            f"{r.component_us:>8.0f} {r.prosody_us:>10.0f} {r.loadgen_us:>8.0f} "
+            f"{r.component_us:>8.0f} {r.database_us:>6.0f} {r.prosody_us:>10.0f} "
+            f"{r.loadgen_us:>8.0f} "
             f"{r.other_cores:>6.2f} {r.max_in_flight:>4} "
             f"{r.duplicates:>4} {r.errors:>4}{flag}"
         )
@@ -626,15 +659,17 @@ def markdown_table(rows: list[Figures]) -> str:
     out = [
         "| scenario | items/s | publish rtt p50 / p99 ms | publish→delivery p50 / p99 ms "
         "| publish→ack p50 / p99 ms "
-        "| component µs/item | Prosody µs/item | load µs/item | other load (cores) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| component µs/item | PostgreSQL µs/item | Prosody µs/item | load µs/item "
+        "| other load (cores) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         flag = "" if r.completed and not r.errors else " (incomplete)"
         out.append(
             f"| {r.scenario}{flag} | {r.items_per_s:.0f} | {two(r.publish_rtt)} "
             f"| {two(r.delivery)} "
-            f"| {two(r.publish_to_ack)} | {r.component_us:.0f} | {r.prosody_us:.0f} "
+            f"| {two(r.publish_to_ack)} | {r.component_us:.0f} | {r.database_us:.0f} "
+            f"| {r.prosody_us:.0f} "
             f"| {r.loadgen_us:.0f} | {r.other_cores:.2f} |"
         )
     return "\n".join(out)

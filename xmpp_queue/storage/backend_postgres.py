@@ -3,9 +3,11 @@
 asyncpg's ``executemany`` runs a prepared statement over all rows in one
 pipelined round trip and encodes datetimes in C. Going through SQLAlchemy would
 add a bind processor call per value and a cursor adaptation per statement, the
-very per-row Python this store exists to avoid. A commit whose answer was lost
-is looked up by its transaction id; with a leader lease, every commit checks
-the lease token (fencing).
+very per-row Python this store exists to avoid. A steady-state commit (items
+and ledger rows only) is cheaper still as one statement over arrays
+(``pg_steady``): three round trips, and one execution on the server instead of
+one per row. A commit whose answer was lost is looked up by its transaction id;
+with a leader lease, every commit checks the lease token (fencing).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder
 from xmpp_queue.storage.load_rows import whole_item
+from xmpp_queue.storage.pg_steady import BEGIN_STEADY, STEADY, STEADY_FENCED, steady_arguments
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
 from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
@@ -150,28 +153,29 @@ class PostgresBackend:
         return write_plan(flush, POSTGRES, same_time)
 
     async def _write(self, flush: Flush) -> None:
-        plan = self._plan(flush)
+        # A steady-state commit (items and ledger rows only) is one statement
+        # (``pg_steady``): BEGIN, that statement, COMMIT. Anything else goes the
+        # general way: the fencing check, then one ``executemany`` per statement.
+        steady = steady_arguments(flush, same_time)
+        plan = self._plan(flush) if steady is None else []
         try:
             conn = await self._connection()
         except StorageUnavailable as exc:
             raise FlushFailed(exc, maybe_committed=False) from exc
-        transaction = conn.transaction()
         try:
-            await transaction.start()
+            # BEGIN with the steady statement's planner settings, in one round trip
+            # (plain SQL, not asyncpg's Transaction, which sends BEGIN alone).
+            await conn.execute("BEGIN" if steady is None else BEGIN_STEADY)
             # The transaction's id lets a COMMIT whose answer was lost be looked up.
-            if self.fence is not None:
-                xid = await conn.fetchval(
-                    FENCE_CHECK + " RETURNING txid_current()", self.fence.name, self.fence.token
-                )
-                if xid is None:
-                    raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+            if steady is not None:
+                xid = await self._write_steady(conn, steady)
             else:
-                xid = await conn.fetchval("SELECT txid_current()")
-            for sql, rows in plan:
-                await conn.executemany(sql, rows)
+                xid = await self._check_fence(conn)
+                for sql, rows in plan:
+                    await conn.executemany(sql, rows)
             await self._reserve(conn, flush)
         except NotActive as exc:
-            await transaction.rollback()
+            await conn.execute("ROLLBACK")
             fence = self.fence
             assert fence is not None
             log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
@@ -179,7 +183,7 @@ class PostgresBackend:
         except BaseException as exc:
             if not conn.is_closed():
                 try:
-                    await transaction.rollback()
+                    await conn.execute("ROLLBACK")
                 except Exception:
                     pass
             raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
@@ -187,7 +191,7 @@ class PostgresBackend:
             closed = StorageUnavailable("database unavailable: connection closed before COMMIT")
             raise FlushFailed(self._lost(closed), maybe_committed=False)
         try:
-            await transaction.commit()
+            await conn.execute("COMMIT")
         except BaseException as exc:
             lost = self._lost(exc)
             outcome = await self._outcome(xid) if lost is not exc else None
@@ -195,6 +199,28 @@ class PostgresBackend:
                 log.info("event=commit_confirmed xid=%d after=%s", xid, type(exc).__name__)
                 return
             raise FlushFailed(lost, maybe_committed=outcome != "aborted") from exc
+
+    async def _check_fence(self, conn: asyncpg.Connection) -> int:
+        """The transaction's id, after the fencing check (with a lease) passed."""
+        if self.fence is None:
+            return int(await conn.fetchval("SELECT txid_current()"))
+        xid = await conn.fetchval(
+            FENCE_CHECK + " RETURNING txid_current()", self.fence.name, self.fence.token
+        )
+        if xid is None:
+            raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+        return int(xid)
+
+    async def _write_steady(self, conn: asyncpg.Connection, arrays: list[Any]) -> int:
+        """Write a steady-state commit in one statement; the transaction's id. With a
+        lease the statement writes nothing unless the fencing check passed."""
+        if self.fence is None:
+            return int(await conn.fetchval(STEADY, *arrays))
+        row = await conn.fetchrow(STEADY_FENCED, *arrays, self.fence.name, self.fence.token)
+        assert row is not None
+        if not row[1]:
+            raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+        return int(row[0])
 
     async def _outcome(self, xid: int) -> str | None:
         """Whether transaction *xid* committed ("committed" / "aborted"), asked on a

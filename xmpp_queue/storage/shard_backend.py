@@ -293,6 +293,8 @@ class ShardBackend(PostgresBackend):
         return {str(r[0]): int(r[1]) for r in rows}
 
     def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        # Placement rows come with node upserts and deletes only, and a commit that
+        # has those never takes the steady path (``pg_steady``), which skips _plan.
         placed = [(n.node_id, self.shard) for n in flush.node_upserts]
         removed = [(n, self.shard) for n in flush.node_deletes]
         head: list[tuple[str, list[tuple[Any, ...]]]] = []

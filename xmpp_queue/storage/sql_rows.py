@@ -65,7 +65,7 @@ def postgres_when(value: Any) -> datetime | None:
     return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
-def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
+def item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
     """Upsert rows of items whose payload is in memory."""
     return [
         (
@@ -94,7 +94,7 @@ def _item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
     ]
 
 
-def _cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
+def cold_item_rows(items: list[Item], t: Encode) -> list[tuple[Any, ...]]:
     """UPDATE rows (all but the payload) of items whose payload stayed in the database."""
     return [
         (
@@ -135,7 +135,7 @@ def _sub_row(sub_id: int, s: Subscription, t: Encode) -> tuple[Any, ...]:
     )
 
 
-def _event_rows(events: list[LedgerEvent], t: Encode) -> list[tuple[Any, ...]]:
+def event_rows(events: list[LedgerEvent], t: Encode) -> list[tuple[Any, ...]]:
     kinds = _KIND_TEXT
     return [
         (
@@ -190,8 +190,8 @@ def write_plan(flush: Flush, q: Statements, t: Encode) -> list[tuple[str, list[t
                 for x in taken
             ],
         ),
-        (q.item_upsert, _item_rows(flush.item_upserts, t)),
-        (q.item_update_cold, _cold_item_rows(flush.item_upserts, t)),
-        (q.ledger_insert, _event_rows(flush.events, t)),
+        (q.item_upsert, item_rows(flush.item_upserts, t)),
+        (q.item_update_cold, cold_item_rows(flush.item_upserts, t)),
+        (q.ledger_insert, event_rows(flush.events, t)),
     ]
     return [(sql, rows) for sql, rows in plan if rows]

@@ -1,0 +1,154 @@
+"""The PostgreSQL commit path alone: this checkout's backend against another's.
+
+Why: through Prosody (``queue_throughput.py``) a commit is one cost among many
+and a shared machine moves the figures by more than a change to the commit
+path. Here both backends (``PostgresBackend`` of this checkout and of
+``--compare-src``, loaded side by side in one process) write the same shape of
+steady-state commits to one scratch database, interleaved round by round, with
+a lease (every commit checks the fence, as a deployment's does). Printed: the
+medians over the rounds of this process's CPU, the server session's CPU and
+the wall time per commit.
+
+    git archive <commit> | tar -x -C /tmp/base
+    python bench/pg_commit_path.py --compare-src /tmp/base --per 5 --rounds 10
+
+A commit of ``--per`` N holds N new items, up to N locked ones (a delivery) and
+N deletes (acks), with a ledger row for each: the shape of a batch of about N
+operations at steady state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import statistics
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from processes import cpu_seconds, drop_postgres_db, recreate_postgres_db, scratch_db_name
+
+from xmpp_queue.core.ledger import EventKind, LedgerEvent
+from xmpp_queue.core.model import Item
+from xmpp_queue.storage.backend_postgres import PostgresBackend
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.lease import Fence
+from xmpp_queue.storage.migrations import upgrade
+
+LEASE = "bench-lease"
+
+
+class Commits:
+    """Steady-state commits of one node: publish, lock (deliver), delete (ack)."""
+
+    def __init__(self, node: str, first_seq: int, per: int) -> None:
+        self.node, self.seq, self.per = node, first_seq, per
+        self.waiting: list[Item] = []
+        self.locked: list[Item] = []
+
+    def next(self, now: datetime) -> Flush:
+        upserts: list[Item] = []
+        events: list[LedgerEvent] = []
+        deletes: list[tuple[str, str]] = []
+        for _ in range(self.per):
+            self.seq += 1
+            item = Item(self.node, f"i{self.seq}", self.seq, "pub@example.org/p",
+                        "<job>" + "x" * 100 + "</job>", now, now, 110)  # fmt: skip
+            upserts.append(item)
+            self.waiting.append(item)
+            events.append(LedgerEvent(now, EventKind.PUBLISHED, self.node, item.item_id))
+        while len(self.waiting) > 3 * self.per and len(upserts) < 2 * self.per:
+            item = replace(self.waiting.pop(0), locked_by="s1", lock_jid="w@example.org/r",
+                           locked_at=now, lock_expires_at=now + timedelta(seconds=30),
+                           deliveries=1)  # fmt: skip
+            upserts.append(item)
+            self.locked.append(item)
+            events.append(LedgerEvent(now, EventKind.DELIVERED, self.node, item.item_id))
+        while len(self.locked) > self.per and len(deletes) < self.per:
+            item = self.locked.pop(0)
+            deletes.append((self.node, item.item_id))
+            events.append(LedgerEvent(now, EventKind.ACKED, self.node, item.item_id))
+        return Flush(item_deletes=deletes, item_upserts=upserts, events=events, max_seq=self.seq)
+
+
+def backend_of(src: Path) -> Any:
+    """``PostgresBackend`` of the checkout *src* (its module, on this one's package)."""
+    path = src / "xmpp_queue" / "storage" / "backend_postgres.py"
+    spec = importlib.util.spec_from_file_location("compared_backend_postgres", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PostgresBackend
+
+
+async def run(url: str, compare: Path, per: int, rounds: int, commits: int) -> None:
+    conn = await asyncpg.connect(url)
+    await conn.execute("INSERT INTO nodes VALUES ('a', '{}', 'x', now()), ('b', '{}', 'x', now())")
+    await conn.execute(
+        f"INSERT INTO leader_leases (name, holder, token) VALUES ('{LEASE}', 'b', 1)"
+    )
+    await conn.close()
+    fence = Fence(LEASE, 1)
+    backends = {"this": PostgresBackend(url, fence), "compared": backend_of(compare)(url, fence)}
+    shapes = {"this": Commits("a", 0, per), "compared": Commits("b", 10**9, per)}
+    sessions = {}
+    for name, backend in backends.items():
+        await backend.load()
+        backend._seq_reserved = 2 * 10**9  # the sequence moves are not what is compared
+        sessions[name] = (await backend._connection()).get_server_pid()
+    spent: dict[str, list[tuple[float, float, float]]] = {name: [] for name in backends}
+    now = datetime.now(UTC)
+    for r in range(rounds):
+        for name in ("this", "compared") if r % 2 == 0 else ("compared", "this"):
+            flushes = [shapes[name].next(now) for _ in range(commits)]
+            own, server, wall = (
+                time.process_time(),
+                cpu_seconds(sessions[name]),
+                time.perf_counter(),
+            )
+            for flush in flushes:
+                await backends[name].write(flush)
+            spent[name].append(
+                (
+                    (time.process_time() - own) * 1e6 / commits,
+                    (cpu_seconds(sessions[name]) - server) * 1e6 / commits,
+                    (time.perf_counter() - wall) * 1e6 / commits,
+                )
+            )
+    for name, figures in spent.items():
+        client, server, wall = (statistics.median(f[i] for f in figures) for i in range(3))
+        print(
+            f"{name:8} per={per}: client {client:5.0f} µs/commit, PostgreSQL session "
+            f"{server:5.0f} µs/commit, wall {wall:6.0f} µs/commit (medians of {rounds} rounds)"
+        )
+    for backend in backends.values():
+        await backend.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--compare-src", type=Path, required=True, help="another checkout")
+    p.add_argument("--per", type=int, default=5, help="operations per commit")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--commits", type=int, default=300, help="commits per round and backend")
+    args = p.parse_args()
+    name = scratch_db_name("xq_commit_path")
+    recreate_postgres_db(name)
+    try:
+        url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+        upgrade(url)
+        asyncio.run(run(url, args.compare_src, args.per, args.rounds, args.commits))
+    finally:
+        drop_postgres_db(name)
+
+
+if __name__ == "__main__":
+    main()

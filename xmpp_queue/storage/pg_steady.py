@@ -1,0 +1,154 @@
+"""The steady-state PostgreSQL commit: one statement over arrays.
+
+Why: at steady state a commit of a queue only deletes acked items, upserts
+published and locked ones and appends ledger rows. Written the general way
+(``write_plan``) that is a fencing check and three ``executemany`` calls, four
+round trips besides BEGIN and COMMIT, and the server executes the prepared
+statement once per row. Here the same rows go as one array per column into a
+single statement whose data-modifying CTEs do all of it, and whose result is the
+transaction id (for the lost-COMMIT lookup) and, with a lease, the fencing
+check: BEGIN, this statement, COMMIT.
+
+What keeps the meaning of the general path:
+
+- The sub-statements of one statement see one snapshot and run in no fixed
+  order, so a commit takes this path only when no item key is both deleted and
+  upserted (an item removed and published again: delete, then insert a new row)
+  and no key is upserted twice (``ON CONFLICT DO UPDATE`` may touch a row once).
+  Anything else (nodes, subscriptions, affiliations, snapshots, purges: the
+  tables with foreign keys between them) takes the general path.
+- With a lease the check comes first: every other sub-statement reads the
+  check's row (``EXISTS (SELECT FROM fence)``) and writes nothing unless the
+  lease row was ours, so a fenced-out process touches no item row, holds no
+  item lock, and rolls back.
+- Ledger rows get their ids in array order (a function scan keeps it).
+
+An item row to delete or update is found by one probe of the unique index per
+key (its ``ctid``), never by a join the planner might make a scan of the table
+(``BEGIN_STEADY``). A ``ctid`` read in the statement's snapshot names the row the
+statement then changes because nobody else writes that row meanwhile: an item
+row is written only by the process holding its node's lease, one commit at a
+time (the lease row's lock, taken by the fencing check), and readers never move
+rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql
+
+from xmpp_queue.storage import schema
+from xmpp_queue.storage.flush import Flush
+from xmpp_queue.storage.lease import FENCE_CHECK
+from xmpp_queue.storage.load import ITEM_COLD_FIELDS, ITEM_FIELDS, LEDGER_FIELDS
+from xmpp_queue.storage.sql_rows import Encode, cold_item_rows, event_rows, item_rows
+
+_ITEM_KEY = ("node_id", "item_id")
+_DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+class _Params:
+    """Positional parameters ``$1``, ``$2``, … handed out in order."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def arrays(self, table: Table, fields: Sequence[str]) -> str:
+        """``unnest($n::TYPE[], …) AS v(fields…)``: one array parameter per field."""
+        params = []
+        for f in fields:
+            self.count += 1
+            params.append(f"${self.count}::{table.c[f].type.compile(dialect=_DIALECT)}[]")
+        return f"unnest({', '.join(params)}) AS v({', '.join(fields)})"
+
+
+def _statement(fenced: bool) -> str:
+    """The statement; with *fenced*, its last two parameters are the lease's name
+    and token (``FENCE_CHECK``) and its second column whether the lease was ours."""
+    items, ledger = schema.items, schema.ledger
+    p = _Params()
+    gate = " AND EXISTS (SELECT FROM fence)" if fenced else ""
+    where = " WHERE EXISTS (SELECT FROM fence)" if fenced else ""
+    # The row of key v, found through the unique index (one probe per key).
+    row_of_v = (
+        f"(SELECT ctid FROM {items.name} AS i WHERE "
+        + " AND ".join(f"i.{k} = v.{k}" for k in _ITEM_KEY)
+        + ")"
+    )
+    changing = [f for f in ITEM_FIELDS if f not in _ITEM_KEY and f != "seq"]
+    cold_set = ", ".join(f"{f} = v.{f}" for f in ITEM_COLD_FIELDS if f not in _ITEM_KEY)
+    parts = [
+        f"deleted AS (DELETE FROM {items.name} WHERE ctid = ANY (ARRAY(SELECT {row_of_v}"
+        f" FROM {p.arrays(items, _ITEM_KEY)})){gate})",
+        f"upserted AS (INSERT INTO {items.name} ({', '.join(ITEM_FIELDS)})"
+        f" SELECT * FROM {p.arrays(items, ITEM_FIELDS)}{where}"
+        f" ON CONFLICT ({', '.join(_ITEM_KEY)}) DO UPDATE SET "
+        + ", ".join(f"{f} = excluded.{f}" for f in changing)
+        + ")",
+        f"cold AS (UPDATE {items.name} SET {cold_set}"
+        f" FROM (SELECT *, {row_of_v} AS row_id FROM {p.arrays(items, ITEM_COLD_FIELDS)}) AS v"
+        f" WHERE {items.name}.ctid = v.row_id{gate})",
+        f"events AS (INSERT INTO {ledger.name} ({', '.join(LEDGER_FIELDS)})"
+        f" SELECT * FROM {p.arrays(ledger, LEDGER_FIELDS)}{where})",
+    ]
+    if not fenced:
+        return "WITH " + ", ".join(parts) + " SELECT txid_current()"
+    check = FENCE_CHECK.replace("$1", f"${p.count + 1}").replace("$2", f"${p.count + 2}")
+    fence = f"fence AS ({check} RETURNING 1)"
+    ours = "EXISTS (SELECT FROM fence)"
+    return "WITH " + ", ".join([fence, *parts]) + f" SELECT txid_current(), {ours}"
+
+
+# The steady statement is planned once (a generic plan, kept with the prepared
+# statement: a plan for each commit's array lengths would cost the server more
+# than the statement) and with sequential scans off. The items table churns (a
+# row inserted, updated and deleted per item), so between two autovacuum runs it
+# holds many dead rows, which a scan reads at every commit, while the planner,
+# going by the last statistics, believes the table small and would rather scan
+# it than probe its index.
+BEGIN_STEADY = (
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan"
+)
+STEADY = _statement(fenced=False)
+STEADY_FENCED = _statement(fenced=True)
+
+_GENERAL_ONLY = (
+    "clear_nodes",
+    "clear_items",
+    "sub_deletes",
+    "aff_deletes",
+    "node_deletes",
+    "node_upserts",
+    "aff_upserts",
+    "sub_upserts",
+    "snapshot_nodes",
+)
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
+    """Rows as one sequence per column (what ``unnest`` takes)."""
+    if not rows:
+        return [()] * width
+    return list(zip(*rows, strict=True))
+
+
+def steady_arguments(flush: Flush, t: Encode) -> list[Sequence[Any]] | None:
+    """The arrays of :data:`STEADY` (without the lease's name and token) for
+    *flush*, or None when *flush* needs the general path (module docstring)."""
+    for name in _GENERAL_ONLY:
+        if getattr(flush, name):
+            return None
+    upserts = flush.item_upserts
+    if upserts:
+        keys = {(i.node, i.item_id) for i in upserts}
+        if len(keys) != len(upserts) or not keys.isdisjoint(flush.item_deletes):
+            return None
+    return [
+        *_columns(flush.item_deletes, len(_ITEM_KEY)),
+        *_columns(item_rows(upserts, t), len(ITEM_FIELDS)),
+        *_columns(cold_item_rows(upserts, t), len(ITEM_COLD_FIELDS)),
+        *_columns(event_rows(flush.events, t), len(LEDGER_FIELDS)),
+    ]
