@@ -130,6 +130,24 @@ async def test_an_item_waiting_behind_its_key_expires_on_time(
     assert ids((await service.retract(ALICE, "jobs", "A1")).effects) == ["A3"]
 
 
+async def test_a_head_that_expired_before_its_timer_ran_lets_the_next_member_through(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """Found by the property machine: a dispatch that met an expired head (its expiry
+    timer not run yet) dead-lettered it but went on with the ready items it had read
+    before, so the key's next member waited for the next operation on the queue (or
+    was passed by a newer item of another key)."""
+    await ordered(service)
+    await pub(service, "A1", "A", TTL="5")
+    await pub(service, "A2", "A")
+    await pub(service, "B3", "B")
+    clock.advance(6)  # A1 expired; no tick: the timer is late
+    out = await service.subscribe(ALICE, "jobs", ALICE.jid, {"pubsub#queue_requests": ["1"]})
+    assert ids(out.effects) == ["A2"]  # publish order: A2 before B3, and at once
+    dead = (await service.get_items(OWNER, "jobs/dead-letter")).items
+    assert [i.item_id for i in dead] == ["A1"]
+
+
 # --- 2. no head-of-line blocking ------------------------------------------------------
 
 

@@ -85,10 +85,16 @@ class QueueEngine:
         while True:
             ready = await tx.items.next_ready(node_id, work.now, chunk)
             locked = 0
+            behind_key = False
             for item in ready:
                 if item.expires_at is not None and item.expires_at <= work.now:
                     await self.expire_waiting(work, node, item)  # never handed out late
                     locked += 1  # progress: it left the ready items
+                    if item.ordering_key is not None and node.config.queue_ordered:
+                        # Its key's next member is ready now, and may come before the
+                        # rest of this list: read the ready items again.
+                        behind_key = True
+                        break
                     continue
                 key = (node_id, item.item_id)
                 if isinstance(only, Subscription):
@@ -110,6 +116,8 @@ class QueueEngine:
                 self._previous_holder.pop(key, None)
                 self._delivered(work, node, item, sub, batches)
                 sent += 1
+            if behind_key:
+                continue
             if len(ready) < chunk or not locked:
                 break
             chunk = min(chunk * 4, 512)
