@@ -197,9 +197,11 @@ class CpuMeter:
     and a run disturbed by someone else's load should say so.
     """
 
-    def __init__(self, component_pid: int, prosody_pid: int, database_pids: list[int]) -> None:
+    def __init__(
+        self, component_pid: int, prosody_pid: int, database_pids: list[int] | None = None
+    ) -> None:
         self._pids = (component_pid, prosody_pid)
-        self._database_pids = database_pids
+        self._database_pids = database_pids or []
         self._database_start = self._database()
         self._start = self._sample()
         self._machine = machine_busy_seconds()
