@@ -53,6 +53,17 @@ COLD_BACKENDS = ["sqlite-cold", pytest.param("postgresql-cold", marks=pytest.mar
 """The SQL backends with no memory for whole waiting items (``backlog_bytes=0``):
 every plain waiting item a commit writes goes cold, so every read meets cold items."""
 
+PROPERTY_BACKENDS = [
+    "sqlite",
+    "sqlite-cold",
+    pytest.param("postgresql-cold", marks=pytest.mark.postgres),
+]
+"""Where the property machines run besides memory. PostgreSQL runs once, with every
+waiting item cold: its commits write the same rows as with whole items, its loads read
+the locked and finished items whole and the rest as seqs, and the whole items' own logic
+runs in memory and on SQLite (the store tests restart PostgreSQL stores with whole items
+too). A second PostgreSQL run cost the suite some 25 s for nothing those do not cover."""
+
 
 def database_kind(backend: str) -> str:
     """``sqlite`` or ``postgresql`` for a backend name of the lists above."""

@@ -75,7 +75,7 @@ from hypothesis.stateful import (
 
 from tests.kit import FakeClock
 from tests.kit.gated import GatedBackend, WriteRefused
-from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
+from tests.kit.stores import PROPERTY_BACKENDS, example_openers
 from xmpp_queue.core.attributes import format_datetime
 from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
@@ -960,15 +960,10 @@ def test_the_store_keeps_its_promises_in_memory() -> None:
     run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
 
 
-@pytest.mark.parametrize("backend", [*SQL_BACKENDS, *COLD_BACKENDS])
+@pytest.mark.parametrize("backend", PROPERTY_BACKENDS)
 def test_the_store_keeps_its_promises_on_a_database(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    """Each example starts from an empty migrated database; restarts reload from it.
-    PostgreSQL with whole items runs half the examples (for the suite's time): its
-    writes are the same as ``postgresql-cold``'s, which runs them all, and the
-    memory and SQLite runs cover the whole items themselves."""
+    """Each example starts from an empty migrated database; restarts reload from it."""
     open_db, reopen_db = example_openers(backend, request)
-    half = settings(SETTINGS, max_examples=max(1, EXAMPLES // 2))
-    chosen = half if backend == "postgresql" else SETTINGS
-    run_state_machine_as_test(_machine(open_db, reopen_db), settings=chosen)
+    run_state_machine_as_test(_machine(open_db, reopen_db), settings=SETTINGS)

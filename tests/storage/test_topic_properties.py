@@ -54,7 +54,7 @@ from hypothesis.stateful import (
 
 from tests.kit import FakeClock
 from tests.kit.bindings import assert_index_exact
-from tests.kit.stores import COLD_BACKENDS, SQL_BACKENDS, example_openers
+from tests.kit.stores import PROPERTY_BACKENDS, example_openers
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, PageRequest
@@ -372,7 +372,7 @@ def test_topics_keep_their_promises_in_memory() -> None:
     run_state_machine_as_test(_machine(open_memory, None), settings=SETTINGS)
 
 
-@pytest.mark.parametrize("backend", [*SQL_BACKENDS, *COLD_BACKENDS])
+@pytest.mark.parametrize("backend", PROPERTY_BACKENDS)
 def test_topics_keep_their_promises_on_a_database(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
