@@ -39,9 +39,12 @@ class Receiver:
     def __init__(self) -> None:
         self.bodies: list[dict[str, object]] = []
         self.status = 204
+        self.answer = asyncio.Event()  # cleared: requests wait for it (a POST in flight)
+        self.answer.set()
 
     async def handle(self, request: web.Request) -> web.Response:
         self.bodies.append(json.loads(await request.read()))
+        await self.answer.wait()
         return web.Response(status=self.status)
 
 
@@ -56,6 +59,7 @@ async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield rec, f"http://127.0.0.1:{port}/hook"
+    rec.answer.set()  # a test that failed while holding answers back
     await runner.cleanup()
 
 
@@ -163,12 +167,17 @@ async def test_removed_it_stops_and_its_items_return_at_once(
     rec.status = 500  # never acked: the item stays with the endpoint (locked, retried)
     push = await pushes.add(OWNER, "jobs", url)
     await _publish(svc, outbox, "a")
-    await _wait(lambda: len(rec.bodies) >= 1)
+    await _wait(lambda: len(rec.bodies) >= 2)  # failed once, handed out again
+    rec.answer.clear()  # the next POST stays in flight: its item stays locked
+    await _wait(lambda: len(rec.bodies) >= 3)
+    held = await svc.queue_details(ADMIN, "jobs")
+    assert (held.backlog, len(held.locks)) == (0, 1)
     await pushes.remove(OWNER, "jobs", push.push_id)
     assert await pushes.list(OWNER, "jobs") == []
     assert push.jid not in pushes.sinks and outbox.sink_for(push.jid) is not pushes
     details = await svc.queue_details(ADMIN, "jobs")
     assert (details.backlog, len(details.locks)) == (1, 0)  # back in the queue, unlocked
+    rec.answer.set()
     count = len(rec.bodies)
     await _publish(svc, outbox, "b")
     await asyncio.sleep(0.2)

@@ -189,7 +189,10 @@ class PushSubscriptions:
         push = next((p for p in await self.list(actor, node) if p.push_id == push_id), None)
         if push is None:
             raise PushNotFound(f"no push subscription {push_id!r} on {node!r}")
-        await self._service.unsubscribe(SYSTEM, node, push.jid)
+        # One operation unlocks what it holds and ends its subscription. Unsubscribing
+        # first would not do: locks outlive a subscription, and a release finds the
+        # held items through the JID's subscriptions, so an item handed out again after
+        # a failed POST would have stayed locked until its lock timeout.
         released = await self._service.release_subscriber(push.jid, "push subscription removed")
         self._outbox.send(released.effects)  # its unlock notices cancel POSTs in flight
         await self._unroute(push.jid)
