@@ -194,8 +194,16 @@ class Publisher:
         tracker: Tracker,
         batch: int = 1,
         model: str = "plain",
+        linger: float = 0.0,
+        flush_at: int = 4,
     ) -> None:
         self.client, self.tracker = client, tracker
+        # With *linger* (seconds), delivered items wait up to that long, or until
+        # *flush_at* of them wait, and are then acked in one retract: the client
+        # library's ``ack_linger`` (Pulsar's acknowledgment group time).
+        self.linger, self.flush_at = linger, flush_at
+        self._lingering: list[bytes] = []
+        self._timer: asyncio.TimerHandle | None = None
         self._headers = item_headers(model)
         self._template = _PUBLISH.format(to=to, node=node).encode()
         self._head = (
@@ -296,8 +304,16 @@ class Worker:
         tracker: Tracker,
         batch: int = 1,
         model: str = "plain",
+        linger: float = 0.0,
+        flush_at: int = 4,
     ) -> None:
         self.client, self.tracker = client, tracker
+        # With *linger* (seconds), delivered items wait up to that long, or until
+        # *flush_at* of them wait, and are then acked in one retract: the client
+        # library's ``ack_linger`` (Pulsar's acknowledgment group time).
+        self.linger, self.flush_at = linger, flush_at
+        self._lingering: list[bytes] = []
+        self._timer: asyncio.TimerHandle | None = None
         self._headers = item_headers(model)
         self._retract = _RETRACT.format(to=to, node=node).encode()
         self._head = (
@@ -324,7 +340,9 @@ class Worker:
                     tracker.on_delivery(int(num), now)
                     self.received += 1
                     self.in_flight += 1
-                    if self.batch > 1:
+                    if self.linger > 0:
+                        self._lingering.append(num)
+                    elif self.batch > 1:
                         delivered.append(num)
                     else:
                         out.append(template % (num, num))
@@ -341,14 +359,33 @@ class Worker:
                         tracker.on_ack(int(num), ok, now, stanza)
                         self.in_flight -= 1
         for start in range(0, len(delivered), 1000):  # the service's bound per request
-            nums = delivered[start : start + 1000]
-            self._next_ack += 1
-            self._acks[self._next_ack] = nums
-            items = b"".join(b"<item id='i%s'/>" % n for n in nums)
-            out.append(self._head % self._next_ack + items + self._tail)
+            out.append(self._retract_many(delivered[start : start + 1000]))
+        if self._lingering:
+            if len(self._lingering) >= self.flush_at:
+                out.append(self._take_lingering())
+            elif self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(self.linger, self._flush)
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
         return b"".join(out) if out else None
+
+    def _retract_many(self, nums: list[bytes]) -> bytes:
+        self._next_ack += 1
+        self._acks[self._next_ack] = nums
+        items = b"".join(b"<item id='i%s'/>" % n for n in nums)
+        return self._head % self._next_ack + items + self._tail
+
+    def _take_lingering(self) -> bytes:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        nums, self._lingering = self._lingering, []
+        return self._retract_many(nums)
+
+    def _flush(self) -> None:
+        self._timer = None
+        if self._lingering:
+            self.client.send(self._take_lingering())
 
 
 @dataclass(frozen=True)

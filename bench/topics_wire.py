@@ -22,13 +22,17 @@ second, first publish sent to last answer), the copies acked and the seconds unt
 the last ack, publish round-trip latency, CPU µs per publish of the component,
 Prosody and this process, and the other load on the machine (cores busy outside
 the benchmark's processes). Then each bound scenario's publisher rate as a share
-of the unbound one's (target >= 90 %). Scenarios alternate (unbound, 1x10, 5x10,
-5x0, unbound ...) and the median run of each is shown. `--compare-src DIR` also runs
+of the unbound one's in the same round, median and range over the rounds (target >=
+90 %). Scenarios alternate (unbound, 1x10, 5x10, 5x0, unbound ...) and the median
+run of each is shown. `--compare-src DIR` also runs
 every scenario with the component of checkout DIR, interleaved.
 
 `--shapes unbound,5x0` runs only the scenarios named (`unbound` always among them);
 `1x100` (one bound queue keeping every item: a copy per publish) is run only when
-named, to tell a copy's own cost from what a trickle of copies costs. `--profile DIR`
+named, to tell a copy's own cost from what a trickle of copies costs. Any shape named
+with `+linger` (`1x10+linger`) has its workers ack with `--ack-linger-ms` (default
+100: the client library's ``ack_linger``, Pulsar's acknowledgment group time), several
+copies per retract, instead of each copy at once. `--profile DIR`
 samples the component with py-spy during each measured run (the last run of each
 scenario is kept) and prints its hot spots. `--count-commits` serves the component's
 `/metrics` and prints the commits per publish and operations per commit of each
@@ -93,6 +97,16 @@ EXTRA_SHAPES: dict[str, tuple[int, bool | None]] = {"1x100": (1, None)}
 come at the publisher's rate (a copy's own cost, apart from what a trickle of copies
 costs: compare the per-copy figures of ``1x10`` and ``1x100``)."""
 ALL_SHAPES = SHAPES | EXTRA_SHAPES
+LINGER = "+linger"
+"""A shape named with this suffix (``1x10+linger``) runs with workers that ack with
+``--ack-linger-ms`` (the client library's ``ack_linger``); without it they ack each
+copy at once."""
+
+
+def shape_of(name: str) -> tuple[int, bool | None]:
+    return ALL_SHAPES[name.removesuffix(LINGER)]
+
+
 REGION_HEADERS = [
     f"<headers xmlns='{SHIM}'><header name='region'>r{k}</header></headers>".encode()
     for k in range(REGIONS)
@@ -186,7 +200,7 @@ class Run:
 
 class TopicBench(Bench):
     async def run_topic(self, scenario: Scenario) -> Run:
-        queues, keeping = ALL_SHAPES[scenario.target]
+        queues, keeping = shape_of(scenario.target)
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
         metrics = self.args.count_commits
         server = self._start_component("sqlite", tmp, metrics, src=Path(scenario.src or REPO))
@@ -247,7 +261,15 @@ class TopicBench(Bench):
             pub.hand_over(publisher.handle)
             for k, group in enumerate(groups):
                 for w in group:
-                    w.hand_over(Worker(w, QUEUE_DOMAIN, f"q{k}", tracker).handle)
+                    worker = Worker(
+                        w,
+                        QUEUE_DOMAIN,
+                        f"q{k}",
+                        tracker,
+                        linger=a.ack_linger if scenario.target.endswith(LINGER) else 0.0,
+                        flush_at=max(1, a.queue_requests // 2),
+                    )
+                    w.hand_over(worker.handle)
             tracker.expect_topic(0, warm, copies_in(0, warm, kept))
             publisher.start_window(0, warm, scenario.window)
             if not await wait_done(tracker, clients, server, a.batch_timeout):
@@ -326,6 +348,29 @@ def medians(runs: list[Run]) -> list[Run]:
     return out
 
 
+def round_shares(runs: list[Run]) -> dict[str, list[float]]:
+    """Each bound run's publisher rate over the unbound run of its own round (the
+    unbound rate itself swings from round to round, so ratios of medians mislead)."""
+    shares: dict[str, list[float]] = {}
+    base: dict[str, float] = {}  # by the label's rest (window, checkout)
+    for r in runs:
+        shape, _, rest = r.scenario.partition(",")
+        if shape == "unbound":
+            base[rest] = r.publisher_per_s
+        elif base.get(rest):
+            shares.setdefault(r.scenario, []).append(r.publisher_per_s / base[rest])
+    return shares
+
+
+def in_round_order(round_plan: list[Scenario], round_no: int) -> list[Scenario]:
+    """Unbound runs first (the round's baseline); the others run in the given order in
+    even rounds and reversed in odd ones, as a run gains a few per cent from following
+    a similar one."""
+    base = [s for s in round_plan if s.target == "unbound"]
+    rest = [s for s in round_plan if s.target != "unbound"]
+    return base + (rest if round_no % 2 == 0 else rest[::-1])
+
+
 def scenarios(args: argparse.Namespace) -> list[Scenario]:
     srcs = ["", *([str(args.compare_src)] if args.compare_src else [])]
     return [
@@ -341,7 +386,7 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
         f"worker{k}": PASSWORD for k in range(max(q for q, _ in SHAPES.values()) * args.workers)
     }
     runs: list[Run] = []
-    plan = [s for _ in range(args.repeat) for s in scenarios(args)]
+    plan = [s for r in range(args.repeat) for s in in_round_order(scenarios(args), r)]
     with tempfile.TemporaryDirectory(prefix="xq-topics-wire-") as workdir:
         prosody = private_prosody(
             {QUEUE_DOMAIN: SECRET},
@@ -371,16 +416,20 @@ def main() -> int:
         default=list(SHAPES),
     )
     own.add_argument("--count-commits", action="store_true")
+    own.add_argument("--ack-linger-ms", type=float, default=100.0)
     mine, rest = own.parse_known_args(sys.argv[1:])
-    if "unbound" not in mine.shapes or any(s not in ALL_SHAPES for s in mine.shapes):
-        print(f"--shapes: unbound and any of {', '.join(ALL_SHAPES)}", file=sys.stderr)
+    known = [*ALL_SHAPES, *(name + LINGER for name in ALL_SHAPES)]
+    if "unbound" not in mine.shapes or any(s not in known for s in mine.shapes):
+        print(f"--shapes: unbound and any of {', '.join(known)}", file=sys.stderr)
         return 2
     args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *rest])
     args.shapes = mine.shapes
     args.count_commits = mine.count_commits
+    args.ack_linger = mine.ack_linger_ms / 1000
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
-        f"workers per bound queue={args.workers} queue_requests={args.queue_requests}"
+        f"workers per bound queue={args.workers} queue_requests={args.queue_requests} "
+        f"ack linger (+linger shapes)={mine.ack_linger_ms:g} ms"
     )
     try:
         runs = asyncio.run(asyncio.wait_for(run_all(args), args.timeout))
@@ -391,11 +440,11 @@ def main() -> int:
     print()
     print(f"median run of {args.repeat} (by publisher rate) per scenario:")
     print_runs(rows)
-    by = {r.scenario: r.publisher_per_s for r in rows}
-    for r in rows:
-        base = by.get(r.scenario.replace(r.scenario.split(",")[0], "unbound", 1))
-        if base and not r.scenario.startswith("unbound"):
-            print(f"  {r.scenario}: publisher at {r.publisher_per_s / base:.0%} of unbound")
+    for label, shares in round_shares(runs).items():
+        print(
+            f"  {label}: publisher at {statistics.median(shares):.0%} of the same round's "
+            f"unbound (median of {len(shares)} rounds; {min(shares):.0%}-{max(shares):.0%})"
+        )
     spread = [r.other_cores for r in runs]
     print(f"other load during the runs: median {statistics.median(spread):.2f} cores")
     return 0 if all(r.completed and not r.errors for r in runs) else 1

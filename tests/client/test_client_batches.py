@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests.client.test_client_stream import FakeLink, make_worker
+from tests.client.test_client_stream import FakeLink, deliver, make_worker
 from xmpp_queue.client import wire, wire_locks
 from xmpp_queue.client.acks import Coalescer
 from xmpp_queue.client.errors import ConnectionLost, StanzaError
@@ -149,3 +149,72 @@ def test_max_batch_is_checked_at_construction() -> None:
 
     with pytest.raises(ValueError):
         make_worker(handler, FakeLink(), max_batch=0)
+
+
+async def test_a_lingering_ack_waits_for_others_and_they_share_one_request() -> None:
+    rec = Recorder()
+    acks = Coalescer(rec.many, rec.one, limit=10, linger=0.05)
+    first = asyncio.ensure_future(acks.submit("jobs", "a"))
+    await asyncio.sleep(0.01)
+    assert rec.sent == []  # lingering, where a plain coalescer would have sent "a"
+    second = asyncio.ensure_future(acks.submit("jobs", "b"))
+    await asyncio.gather(first, second)
+    assert rec.sent == [("a", "b")]
+
+
+async def test_a_lingering_lane_leaves_at_once_when_the_limit_waits() -> None:
+    rec = Recorder()
+    acks = Coalescer(rec.many, rec.one, limit=3, linger=5.0)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.gather(*(acks.submit("jobs", x) for x in "abc"))
+    assert rec.sent == [("a", "b", "c")]
+    assert loop.time() - started < 1.0  # not the 5 s linger
+
+
+async def test_flush_sends_a_lingering_ack_now_and_ends_lingering() -> None:
+    rec = Recorder()
+    acks = Coalescer(rec.many, rec.one, limit=10, linger=5.0)
+    first = asyncio.ensure_future(acks.submit("jobs", "a"))
+    await asyncio.sleep(0.01)
+    acks.flush()
+    await asyncio.wait_for(first, 1.0)
+    await asyncio.wait_for(acks.submit("jobs", "b"), 1.0)  # no linger after a flush
+    assert rec.sent == [("a",), ("b",)]
+
+
+async def test_a_worker_with_ack_linger_groups_a_trickle_of_acks() -> None:
+    link = FakeLink()
+
+    async def handler(job: Job) -> None:
+        if job.item_id == "bad":
+            raise RuntimeError("no")
+
+    worker = make_worker(handler, link, queue_requests=8, ack_linger=0.2)
+    await worker.start()
+    assert link.log == ["presence", "subscribe jobs 8"]  # no batched notifications asked
+    for item_id in ("a", "bad", "b"):  # one notification each, a trickle
+        deliver(link, item_id)
+        await asyncio.sleep(0.01)
+    assert link.log[2:] == ["unlock bad"]  # a nack does not linger
+    for item_id in ("c", "d"):  # the fourth waiting ack is half the window: it leaves now
+        deliver(link, item_id)
+        await asyncio.sleep(0.01)
+    assert link.log[2:] == ["unlock bad", "retract a,b,c,d"]
+    deliver(link, "e")
+    await asyncio.sleep(0.01)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await worker.stop(grace=1)
+    assert loop.time() - started < 0.15  # stopping flushed it: no 0.2 s linger
+    assert link.log.count("retract e") == 1
+    assert worker.stats.acked == 5 and worker.stats.failed == 1
+
+
+def test_ack_linger_is_checked_at_construction() -> None:
+    async def handler(job: Job) -> None:
+        return None
+
+    for bad in (-0.1, 11.0):
+        with pytest.raises(ValueError, match="ack_linger"):
+            make_worker(handler, FakeLink(), ack_linger=bad)

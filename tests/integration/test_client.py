@@ -202,6 +202,32 @@ async def test_batched_workers_get_several_items_per_message_and_ack_them_togeth
     assert w1.stats.lost == w2.stats.lost == w1.stats.returned == w2.stats.returned == 0
 
 
+async def test_a_trickle_of_items_is_acked_in_shared_retracts_with_ack_linger(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """``ack_linger``: items that arrive one at a time are acked several per retract
+    through the real server, every item once, and the node is empty afterwards."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    tally = Tally(12)
+
+    async def handle(job: Job) -> None:
+        tally.record(str(job.json()["n"]))
+
+    w = await worker("w1", node, handle, queue_requests=8, ack_linger=0.3)
+    for n in range(12):  # a trickle: one notification per item
+        await (await publisher.submit(node, json_payload({"n": n})))
+        await asyncio.sleep(0.03)
+    await tally.wait()
+    await until(lambda: w.stats.acked == 12)
+    assert set(tally.done.values()) == {1} and len(tally.done) == 12
+    assert w.stats.notifications == 12, "each item came alone"
+    assert w._batching is not None
+    assert w._batching.acks.requests <= 6, "the acks did not share retracts"
+    assert w.stats.lost == w.stats.returned == w.stats.failed == 0
+    assert await publisher.items(node) == []
+
+
 async def test_publish_with_an_id_returns_it_and_errors_are_typed(publisher: Publisher) -> None:
     node = unique("q")
     await publisher.create_queue(node)

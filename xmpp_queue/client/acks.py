@@ -8,6 +8,15 @@ turn of the event loop, so acks finished in the same turn share it); acks that
 finish while it is in flight wait for its answer and then leave together, up to
 *limit* per request. Nothing waits for a timer, so a lone ack costs no latency.
 
+A worker whose items arrive one at a time (a trickle: every ack goes out alone)
+may opt in to *linger*, Pulsar's acknowledgment group time: a node's first ack
+then waits up to that many seconds, or until *limit* acks wait, and they leave
+together. Each request saved is three stanzas through the XMPP server (the
+retract, its answer, the retract notice). The price: the items stay locked, and
+count against the worker's window, that much longer, and a worker killed in
+that time has them handed out again. :meth:`Coalescer.flush` sends at once (a
+worker that is stopping).
+
 All or none means a refused batch changed nothing, and its error names only the
 first item that failed. The others may be fine, so each item of a refused batch
 is then sent on its own and every caller gets its own answer: a lost lock never
@@ -51,23 +60,36 @@ class _Lane:
 
     waiting: list[tuple[Entry, asyncio.Future[None]]] = field(default_factory=list)
     sender: asyncio.Task[None] | None = None
+    full: asyncio.Event = field(default_factory=asyncio.Event)  # ends a linger early
 
 
 class Coalescer:
     """One request in flight per node; what arrives meanwhile goes in the next one."""
 
-    def __init__(self, send_many: SendMany, send_one: SendOne, limit: int) -> None:
+    def __init__(
+        self, send_many: SendMany, send_one: SendOne, limit: int, linger: float = 0.0
+    ) -> None:
         self._send_many = send_many
         self._send_one = send_one
         self.limit = max(1, limit)
+        self.linger = max(0.0, linger)
         self._lanes: dict[str, _Lane] = {}
+        self._flushing = False
         self.requests = 0  # requests sent (for stats and tests)
+
+    def flush(self) -> None:
+        """Send what lingers now, and from now on linger no more (a stopping worker)."""
+        self._flushing = True
+        for lane in self._lanes.values():
+            lane.full.set()
 
     async def submit(self, node: str, item_id: str, reason: str = "") -> None:
         """Returns once *item_id*'s request was answered; raises its own error."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lane = self._lanes.setdefault(node, _Lane())
         lane.waiting.append(((item_id, reason), future))
+        if len(lane.waiting) >= self.limit:
+            lane.full.set()
         if lane.sender is None:
             lane.sender = asyncio.ensure_future(self._drain(node, lane))
         await future
@@ -75,6 +97,12 @@ class Coalescer:
     async def _drain(self, node: str, lane: _Lane) -> None:
         try:
             while lane.waiting:
+                if self.linger and not self._flushing and len(lane.waiting) < self.limit:
+                    lane.full.clear()
+                    try:
+                        await asyncio.wait_for(lane.full.wait(), self.linger)
+                    except TimeoutError:
+                        pass
                 batch, lane.waiting = lane.waiting[: self.limit], lane.waiting[self.limit :]
                 await self._send(node, batch)
         finally:
@@ -133,10 +161,22 @@ class BatchingOps:
     """:class:`QueueOps` whose acks and nacks share requests (see the module doc);
     extend, delayed unlock and dead-letter pass straight through."""
 
-    def __init__(self, ops: BatchQueueOps, limit: int) -> None:
+    def __init__(
+        self,
+        ops: BatchQueueOps,
+        limit: int,
+        ack_linger: float = 0.0,
+        ack_limit: int | None = None,
+    ) -> None:
         self.ops = ops
-        self.acks = Coalescer(self._retract_many, self._retract_one, limit)
+        # Only acks linger: a nack hands its item to another worker, the sooner the
+        # better. A lingering ack's limit also ends the linger (see Worker).
+        self.acks = Coalescer(self._retract_many, self._retract_one, ack_limit or limit, ack_linger)
         self.nacks = Coalescer(self._unlock_many, self._unlock_one, limit)
+
+    def flush(self) -> None:
+        """Acks that linger leave now (the worker is stopping)."""
+        self.acks.flush()
 
     async def _retract_many(self, node: str, entries: Sequence[Entry]) -> None:
         await self.ops.retract_items(node, [item_id for item_id, _ in entries])

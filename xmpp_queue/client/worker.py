@@ -66,6 +66,7 @@ from xmpp_queue.client.worker_process import default_resource, stop_signals
 log = logging.getLogger("xmpp_queue.client")
 
 MAX_BATCH = 1000  # the service's bound on items per notification and per request
+MAX_ACK_LINGER = 10.0  # seconds: Pulsar's group time is 0.1 s; more only holds locks
 
 
 class Worker:
@@ -93,6 +94,14 @@ class Worker:
     that finish together go out in one request each (:mod:`.acks`). Each item is
     still its own job with its own lock; 1 (the default) is plain XEP-0254.
 
+    *ack_linger* (seconds, default 0: off) lets an ack wait that long for others
+    to share its retract, Pulsar's acknowledgment group time: for a worker whose
+    items arrive one at a time, where every ack would otherwise travel alone. An
+    ack leaves early once half the window (``queue_requests // 2``) waits, and
+    at once when the worker stops; with ``queue_requests=1`` nothing lingers.
+    Lingering items stay locked that much longer, and are handed out again if
+    the worker dies meanwhile: keep it well under the lock timeout.
+
     *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first
     retry at once, then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`
     with ``ConnectionLost``).
@@ -112,6 +121,7 @@ class Worker:
         *node_and_handler: Any,
         queue_requests: int = 1,
         max_batch: int = 1,
+        ack_linger: float = 0.0,
         host: str | None = None,
         port: int | None = None,
         lock_extend: int | None = None,
@@ -129,6 +139,8 @@ class Worker:
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
         check_handler(handler)
+        if not 0 <= ack_linger <= MAX_ACK_LINGER:
+            raise ValueError(f"ack_linger must be between 0 and {MAX_ACK_LINGER} seconds")
         if lock_extend is not None and lock_extend < 0:
             raise ValueError("lock_extend must be 0 (off) or a number of seconds")
         bare_jid, _, resource = account.jid.partition("/")
@@ -151,6 +163,7 @@ class Worker:
         self.handler = handler
         self.queue_requests = queue_requests
         self.max_batch = max_batch
+        self.ack_linger = ack_linger
         self.host, self.port = self.account.address
         self.lock_extend = lock_extend
         self.allow_plain = self.account.allow_plain
@@ -162,6 +175,7 @@ class Worker:
         self.subid: str | None = None
         self._session: Session | None = None
         self._runner: JobRunner | None = None
+        self._batching: BatchingOps | None = None
         self._extender: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._finished = asyncio.Event()
@@ -214,8 +228,13 @@ class Worker:
         session.watch.on_back = lambda link: link.send_presence()
         session.watch.on_moved = self._moves.on_redirect
         ops: QueueOps = SessionOps(session)
-        if self.max_batch > 1:
-            ops = BatchingOps(SessionOps(session), self.max_batch)
+        if self.max_batch > 1 or self.ack_linger > 0:
+            ops = self._batching = BatchingOps(
+                SessionOps(session),
+                self.max_batch,
+                self.ack_linger,
+                ack_limit=max(1, self.queue_requests // 2) if self.ack_linger else None,
+            )
         self._runner = JobRunner(
             ops,
             self.handler,
@@ -368,6 +387,8 @@ class Worker:
         try:
             if runner is not None:
                 runner.accepting = False
+            if self._batching is not None:
+                self._batching.flush()  # a stopping worker's acks linger no more
             if session is not None and (link is None or not link.connected):
                 session.abort()  # no stream now: what we hold comes back by lock timeout
                 return
