@@ -205,3 +205,16 @@ class BatchingOps:
 
     async def dead_letter(self, node: str, item_id: str, reason: str) -> None:
         await self.ops.dead_letter(node, item_id, reason)
+
+
+def batching_for(
+    ops: BatchQueueOps, max_batch: int, queue_requests: int, ack_linger: float
+) -> BatchingOps | None:
+    """A worker's coalescing ops, or None for plain one-request-per-ack XEP-0254.
+
+    Lingering acks leave early once half the window waits: the service sends a
+    worker nothing new while its window is full of items whose acks linger."""
+    if max_batch <= 1 and ack_linger <= 0:
+        return None
+    ack_limit = max(1, queue_requests // 2) if ack_linger > 0 else None
+    return BatchingOps(ops, max_batch, ack_linger, ack_limit)

@@ -50,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from xmpp_queue.client.account import Account, login_and_rest
-from xmpp_queue.client.acks import BatchingOps
+from xmpp_queue.client.acks import BatchingOps, batching_for
 from xmpp_queue.client.errors import ClientError, StanzaError
 from xmpp_queue.client.handlers import InThread, bind_handler
 from xmpp_queue.client.jobs import JobRunner, QueueOps, WorkerStats, check_handler
@@ -61,12 +61,14 @@ from xmpp_queue.client.session import ReconnectPolicy, Session
 from xmpp_queue.client.wire import Event, ItemEvent, SubscriptionResult, UnlockEvent
 from xmpp_queue.client.worker_moves import NodeMoves
 from xmpp_queue.client.worker_partitions import PartitionWorkers, spread_over_partitions
-from xmpp_queue.client.worker_process import default_resource, stop_signals
+from xmpp_queue.client.worker_process import (
+    check_options,
+    default_resource,
+    read_lock_timeout,
+    stop_signals,
+)
 
 log = logging.getLogger("xmpp_queue.client")
-
-MAX_BATCH = 1000  # the service's bound on items per notification and per request
-MAX_ACK_LINGER = 10.0  # seconds: Pulsar's group time is 0.1 s; more only holds locks
 
 
 class Worker:
@@ -94,13 +96,8 @@ class Worker:
     that finish together go out in one request each (:mod:`.acks`). Each item is
     still its own job with its own lock; 1 (the default) is plain XEP-0254.
 
-    *ack_linger* (seconds, default 0: off) lets an ack wait that long for others
-    to share its retract, Pulsar's acknowledgment group time: for a worker whose
-    items arrive one at a time, where every ack would otherwise travel alone. An
-    ack leaves early once half the window (``queue_requests // 2``) waits, and
-    at once when the worker stops; with ``queue_requests=1`` nothing lingers.
-    Lingering items stay locked that much longer, and are handed out again if
-    the worker dies meanwhile: keep it well under the lock timeout.
+    *ack_linger* (seconds, default 0: off): an ack may wait that long, or until
+    half the window waits, to share its retract (:mod:`.acks`, for a trickle).
 
     *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first
     retry at once, then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`
@@ -134,15 +131,8 @@ class Worker:
         account, (node, handler) = login_and_rest(
             account, node_and_handler, 2, host=host, port=port, allow_plain=allow_plain
         )
-        if queue_requests < 1:
-            raise ValueError("queue_requests must be a positive integer")
-        if not 1 <= max_batch <= MAX_BATCH:
-            raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
+        check_options(queue_requests, max_batch, ack_linger, lock_extend)
         check_handler(handler)
-        if not 0 <= ack_linger <= MAX_ACK_LINGER:
-            raise ValueError(f"ack_linger must be between 0 and {MAX_ACK_LINGER} seconds")
-        if lock_extend is not None and lock_extend < 0:
-            raise ValueError("lock_extend must be 0 (off) or a number of seconds")
         bare_jid, _, resource = account.jid.partition("/")
         if not resource:
             resource = name or default_resource()
@@ -227,14 +217,10 @@ class Worker:
         # ties our locks to this stream, and a new process has not heard it).
         session.watch.on_back = lambda link: link.send_presence()
         session.watch.on_moved = self._moves.on_redirect
-        ops: QueueOps = SessionOps(session)
-        if self.max_batch > 1 or self.ack_linger > 0:
-            ops = self._batching = BatchingOps(
-                SessionOps(session),
-                self.max_batch,
-                self.ack_linger,
-                ack_limit=max(1, self.queue_requests // 2) if self.ack_linger else None,
-            )
+        self._batching = batching_for(
+            SessionOps(session), self.max_batch, self.queue_requests, self.ack_linger
+        )
+        ops: QueueOps = self._batching or SessionOps(session)
         self._runner = JobRunner(
             ops,
             self.handler,
@@ -265,22 +251,13 @@ class Worker:
 
         sub = await point_and_follow(self.placements, self.node, link, subscribe)
         self.subid, self.service_jid = sub.subid, link.service
-        timeout = await self._lock_timeout(link)
+        timeout = await read_lock_timeout(link, self.node, self.name)
         if self._runner is not None and timeout is not None:
             self._runner.lock_timeout = timeout
         log.info(
             "event=worker_subscribed worker=%s node=%s queue_requests=%d subid=%s lock_timeout=%s",
             *(self.name, self.node, self.queue_requests, sub.subid, timeout),
         )
-
-    async def _lock_timeout(self, link: PubSubLink) -> int | None:
-        """The node's lock timeout, which the lock keep-alive must beat (None: a
-        service that does not say; the keep-alive then assumes 30 s)."""
-        try:
-            return await link.lock_timeout(self.node)
-        except (ClientError, TimeoutError) as exc:
-            log.info("event=lock_timeout_unknown worker=%s error=%s", self.name, exc)
-            return None
 
     async def _resume(self, link: PubSubLink) -> None:
         """After a reconnect: drop the old subscription (the service may still count

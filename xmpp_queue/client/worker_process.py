@@ -1,18 +1,28 @@
-"""What a worker needs from its process: a default name, and SIGINT/SIGTERM.
+"""What a worker needs around its protocol: a default name, SIGINT/SIGTERM, its
+options checked, the node's lock timeout read.
 
-Kept apart from :mod:`.worker` (the protocol's order of things) because it is
-about the operating system, not the queue.
+Kept apart from :mod:`.worker` (the protocol's order of things): none of it is
+about the order in which a worker does things.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import signal
 import socket
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from xmpp_queue.client.errors import ClientError
+
+if TYPE_CHECKING:
+    from xmpp_queue.client.link import PubSubLink
+
+log = logging.getLogger("xmpp_queue.client")
 
 
 @contextlib.contextmanager
@@ -33,6 +43,34 @@ def stop_signals(on_signal: Callable[[signal.Signals], None], enabled: bool) -> 
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
+
+
+MAX_BATCH = 1000  # the service's bound on items per notification and per request
+MAX_ACK_LINGER = 10.0  # seconds: Pulsar's group time is 0.1 s; more only holds locks
+
+
+def check_options(
+    queue_requests: int, max_batch: int, ack_linger: float, lock_extend: int | None
+) -> None:
+    """A Worker's numeric options, refused when it is built rather than at run time."""
+    if queue_requests < 1:
+        raise ValueError("queue_requests must be a positive integer")
+    if not 1 <= max_batch <= MAX_BATCH:
+        raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
+    if not 0 <= ack_linger <= MAX_ACK_LINGER:
+        raise ValueError(f"ack_linger must be between 0 and {MAX_ACK_LINGER} seconds")
+    if lock_extend is not None and lock_extend < 0:
+        raise ValueError("lock_extend must be 0 (off) or a number of seconds")
+
+
+async def read_lock_timeout(link: PubSubLink, node: str, name: str) -> int | None:
+    """The node's lock timeout, which the lock keep-alive must beat (None: a
+    service that does not say; the keep-alive then assumes 30 s)."""
+    try:
+        return await link.lock_timeout(node)
+    except (ClientError, TimeoutError) as exc:
+        log.info("event=lock_timeout_unknown worker=%s error=%s", name, exc)
+        return None
 
 
 def default_resource() -> str:
