@@ -95,6 +95,7 @@ class Scenario:
     publish_batch: int = 1  # items per publish (XEP-0060 §13.11); 1 = plain
     model: str = "plain"  # item headers: plain | attrs3 | delay100 | keysN (load.item_headers)
     src: str = ""  # another checkout's component (--compare-src), "" = this one
+    linger_ms: float = 0.0  # workers group acks (the client library's ack_linger); 0 = off
 
     @property
     def label(self) -> str:
@@ -102,6 +103,7 @@ class Scenario:
         batch = f", batch {self.batch}" if self.batch > 1 else ""
         batch += f", publish batch {self.publish_batch}" if self.publish_batch > 1 else ""
         batch += f", {self.model}" if self.model != "plain" else ""
+        batch += f", ack linger {self.linger_ms:g} ms" if self.linger_ms else ""
         batch += ", previous commit" if self.src else ""
         return f"{self.target}{batch}, {load}" + (", metrics" if self.metrics else "")
 
@@ -392,7 +394,14 @@ class Bench:
                 pub, domain, NODE, tracker, scenario.publish_batch, scenario.model
             )
             pub.hand_over(publisher.handle)
-            roles = [Worker(w, domain, NODE, tracker, scenario.batch) for w in workers]
+            roles = [
+                Worker(
+                    *(w, domain, NODE, tracker, scenario.batch),
+                    linger=scenario.linger_ms / 1000,
+                    flush_at=max(1, args.queue_requests // 2),
+                )
+                for w in workers
+            ]
             for w, role in zip(workers, roles, strict=True):
                 w.hand_over(role.handle)
             only_publish = n_workers == 0
@@ -571,9 +580,13 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
                     for pb in pub_batches:
                         for s in loads:
                             for model in args.model:
-                                out.append(
-                                    Scenario(backend, s.window, s.rate, metrics, batch, pb, model)
-                                )
+                                out += [
+                                    Scenario(
+                                        *(backend, s.window, s.rate, metrics, batch, pb, model),
+                                        linger_ms=linger,
+                                    )
+                                    for linger in args.ack_linger_ms
+                                ]
                                 if args.compare_src and model == "plain":
                                     out.append(
                                         Scenario(
@@ -762,6 +775,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=_list(int),
         default=[1],
         help="items per publish in the batched scenarios (--batch above 1), e.g. 1,8",
+    )
+    p.add_argument(
+        "--ack-linger-ms",
+        type=_list(float),
+        default=[0.0],
+        help="workers group acks for up to this long (or half their window), e.g. 0,100",
     )
     p.add_argument(
         "--rabbitmq", action="store_true", help="also run the RabbitMQ reference in this run"
