@@ -218,3 +218,20 @@ def test_ack_linger_is_checked_at_construction() -> None:
     for bad in (-0.1, 11.0):
         with pytest.raises(ValueError, match="ack_linger"):
             make_worker(handler, FakeLink(), ack_linger=bad)
+
+
+async def test_a_lingering_batch_worker_still_acks_a_whole_notification_in_one_retract() -> None:
+    link = FakeLink()
+
+    async def handler(job: Job) -> None:
+        return None
+
+    worker = make_worker(handler, link, queue_requests=8, max_batch=8, ack_linger=0.2)
+    await worker.start()
+    assert link.on_events is not None
+    link.on_events([ItemEvent("jobs", i, None, {}) for i in "abcdefgh"])
+    for _ in range(10):
+        await asyncio.sleep(0)
+    # Half the window waiting ends the linger; the request still takes all eight.
+    assert link.log[2:] == ["retract a,b,c,d,e,f,g,h"]
+    await worker.stop(grace=1)

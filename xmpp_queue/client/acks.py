@@ -10,7 +10,7 @@ finish while it is in flight wait for its answer and then leave together, up to
 
 A worker whose items arrive one at a time (a trickle: every ack goes out alone)
 may opt in to *linger*, Pulsar's acknowledgment group time: a node's first ack
-then waits up to that many seconds, or until *limit* acks wait, and they leave
+then waits up to that many seconds, or until *flush_at* acks wait, and they leave
 together. Each request saved is three stanzas through the XMPP server (the
 retract, its answer, the retract notice). The price: the items stay locked, and
 count against the worker's window, that much longer, and a worker killed in
@@ -67,11 +67,17 @@ class Coalescer:
     """One request in flight per node; what arrives meanwhile goes in the next one."""
 
     def __init__(
-        self, send_many: SendMany, send_one: SendOne, limit: int, linger: float = 0.0
+        self,
+        send_many: SendMany,
+        send_one: SendOne,
+        limit: int,
+        linger: float = 0.0,
+        flush_at: int | None = None,
     ) -> None:
         self._send_many = send_many
         self._send_one = send_one
         self.limit = max(1, limit)
+        self.flush_at = max(1, flush_at or self.limit)  # this many waiting end a linger
         self.linger = max(0.0, linger)
         self._lanes: dict[str, _Lane] = {}
         self._flushing = False
@@ -88,7 +94,7 @@ class Coalescer:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lane = self._lanes.setdefault(node, _Lane())
         lane.waiting.append(((item_id, reason), future))
-        if len(lane.waiting) >= self.limit:
+        if len(lane.waiting) >= self.flush_at:
             lane.full.set()
         if lane.sender is None:
             lane.sender = asyncio.ensure_future(self._drain(node, lane))
@@ -97,7 +103,7 @@ class Coalescer:
     async def _drain(self, node: str, lane: _Lane) -> None:
         try:
             while lane.waiting:
-                if self.linger and not self._flushing and len(lane.waiting) < self.limit:
+                if self.linger and not self._flushing and len(lane.waiting) < self.flush_at:
                     lane.full.clear()
                     try:
                         await asyncio.wait_for(lane.full.wait(), self.linger)
@@ -166,12 +172,14 @@ class BatchingOps:
         ops: BatchQueueOps,
         limit: int,
         ack_linger: float = 0.0,
-        ack_limit: int | None = None,
+        ack_flush_at: int | None = None,
     ) -> None:
         self.ops = ops
         # Only acks linger: a nack hands its item to another worker, the sooner the
-        # better. A lingering ack's limit also ends the linger (see Worker).
-        self.acks = Coalescer(self._retract_many, self._retract_one, ack_limit or limit, ack_linger)
+        # better. *ack_flush_at* waiting acks end a linger (batching_for).
+        self.acks = Coalescer(
+            self._retract_many, self._retract_one, limit, ack_linger, ack_flush_at
+        )
         self.nacks = Coalescer(self._unlock_many, self._unlock_one, limit)
 
     def flush(self) -> None:
@@ -216,5 +224,8 @@ def batching_for(
     worker nothing new while its window is full of items whose acks linger."""
     if max_batch <= 1 and ack_linger <= 0:
         return None
-    ack_limit = max(1, queue_requests // 2) if ack_linger > 0 else None
-    return BatchingOps(ops, max_batch, ack_linger, ack_limit)
+    if ack_linger <= 0:
+        return BatchingOps(ops, max_batch)
+    flush_at = max(1, queue_requests // 2)
+    # A request may still carry up to max_batch acks (those of one notification).
+    return BatchingOps(ops, max(max_batch, flush_at), ack_linger, flush_at)
