@@ -32,7 +32,10 @@ every scenario with the component of checkout DIR, interleaved.
 named, to tell a copy's own cost from what a trickle of copies costs. Any shape named
 with `+linger` (`1x10+linger`) has its workers ack with `--ack-linger-ms` (default
 100: the client library's ``ack_linger``, Pulsar's acknowledgment group time), several
-copies per retract, instead of each copy at once. `--profile DIR`
+copies per retract, instead of each copy at once. `--pin` puts the component on CPU 0
+and Prosody on CPU 1 for each measured run (every thread, with `taskset`): the
+scheduler's placement of the two on the 2 cores moved the unbound rate by a third
+from round to round, and pinned runs spread much less. `--profile DIR`
 samples the component with py-spy during each measured run (the last run of each
 scenario is kept) and prints its hot spots. `--count-commits` serves the component's
 `/metrics` and prints the commits per publish and operations per commit of each
@@ -50,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -277,6 +281,9 @@ class TopicBench(Bench):
             tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
             assert self.prosody.pid is not None
             counts = await commit_counts(self.metrics_address) if a.count_commits else None
+            if a.pin:
+                pin(server.pid, 0)
+                pin(self.prosody.pid, 1)
             meter = CpuMeter(server.pid, self.prosody.pid)
             profiler = self._start_profiler(scenario, server, server.log.parent)
             try:
@@ -348,6 +355,11 @@ def medians(runs: list[Run]) -> list[Run]:
     return out
 
 
+def pin(pid: int, cpu: int) -> None:
+    """Every thread of *pid* on CPU *cpu* only (``--pin``)."""
+    subprocess.run(["taskset", "-a", "-cp", str(cpu), str(pid)], check=True, capture_output=True)
+
+
 def round_shares(runs: list[Run]) -> dict[str, list[float]]:
     """Each bound run's publisher rate over the unbound run of its own round (the
     unbound rate itself swings from round to round, so ratios of medians mislead)."""
@@ -417,6 +429,7 @@ def main() -> int:
     )
     own.add_argument("--count-commits", action="store_true")
     own.add_argument("--ack-linger-ms", type=float, default=100.0)
+    own.add_argument("--pin", action="store_true")
     mine, rest = own.parse_known_args(sys.argv[1:])
     known = [*ALL_SHAPES, *(name + LINGER for name in ALL_SHAPES)]
     if "unbound" not in mine.shapes or any(s not in known for s in mine.shapes):
@@ -426,6 +439,7 @@ def main() -> int:
     args.shapes = mine.shapes
     args.count_commits = mine.count_commits
     args.ack_linger = mine.ack_linger_ms / 1000
+    args.pin = mine.pin
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
         f"workers per bound queue={args.workers} queue_requests={args.queue_requests} "
