@@ -23,8 +23,9 @@ from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_postgres import PostgresBackend
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import PostgresLease
-from xmpp_queue.storage.pg_steady import BEGIN_STEADY, STEADY, steady_arguments
-from xmpp_queue.storage.sql_rows import same_time
+from xmpp_queue.storage.pg_steady import BEGIN_GENERAL, BEGIN_STEADY, STEADY, steady_arguments
+from xmpp_queue.storage.sql_rows import same_time, write_plan
+from xmpp_queue.storage.sql_statements import POSTGRES
 
 from .samples import T0, item, node
 
@@ -174,3 +175,36 @@ async def test_the_steady_statement_probes_the_index_of_a_table_the_planner_thin
         await conn.close()
     assert "Seq Scan" not in plan, plan
     assert "Tid Scan on items" in plan, plan  # rows found by key, then by row id
+
+
+async def test_the_general_path_probes_the_index_of_a_table_the_planner_thinks_small(
+    pg: str,
+) -> None:
+    """The general path (a commit that also changes nodes or subscriptions) finds
+    item rows by their key too, never by a scan of the churned table (with the
+    planner's defaults it planned one). Both plans are checked: the one for the
+    values (an ``executemany``'s first rows) and the generic one a prepared
+    statement may settle on."""
+    flush = _steady_flush(range(1, 3), deletes=("i9",))
+    item_statements = [
+        (sql, rows[0])
+        for sql, rows in write_plan(flush, POSTGRES, same_time)
+        if sql.startswith(("DELETE FROM items", "UPDATE items"))
+    ]
+    assert item_statements, "no statement of the general path finds item rows"
+    conn = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
+    plans = []
+    try:
+        await conn.execute("ANALYZE items")  # empty: a scan would look cheapest
+        for mode in ("auto", "force_generic_plan"):
+            await conn.execute(f"{BEGIN_GENERAL}; SET LOCAL plan_cache_mode = {mode}")
+            for sql, values in item_statements:
+                explained = await conn.fetch(f"EXPLAIN {sql}", *values)
+                plans.append("\n".join(r[0] for r in explained))
+            await conn.execute("ROLLBACK")
+    finally:
+        await conn.close()
+    assert len(plans) == 2 * len(item_statements)
+    for plan in plans:
+        assert "Seq Scan on items" not in plan, plan
+        assert "Index Scan" in plan, plan  # a real plan, not one folded away

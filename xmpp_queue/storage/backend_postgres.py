@@ -29,7 +29,13 @@ from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder
 from xmpp_queue.storage.load_rows import whole_item
-from xmpp_queue.storage.pg_steady import BEGIN_STEADY, STEADY, STEADY_FENCED, steady_arguments
+from xmpp_queue.storage.pg_steady import (
+    BEGIN_GENERAL,
+    BEGIN_STEADY,
+    STEADY,
+    STEADY_FENCED,
+    steady_arguments,
+)
 from xmpp_queue.storage.sql_outages import postgres_outage, translate
 from xmpp_queue.storage.sql_rows import ledger_event, postgres_when, same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
@@ -163,9 +169,9 @@ class PostgresBackend:
         except StorageUnavailable as exc:
             raise FlushFailed(exc, maybe_committed=False) from exc
         try:
-            # BEGIN with the steady statement's planner settings, in one round trip
+            # BEGIN with the planner's settings for the commit, in one round trip
             # (plain SQL, not asyncpg's Transaction, which sends BEGIN alone).
-            await conn.execute("BEGIN" if steady is None else BEGIN_STEADY)
+            await conn.execute(BEGIN_GENERAL if steady is None else BEGIN_STEADY)
             # The transaction's id lets a COMMIT whose answer was lost be looked up.
             if steady is not None:
                 xid = await self._write_steady(conn, steady)

@@ -112,6 +112,10 @@ def _statement(fenced: bool) -> str:
 BEGIN_STEADY = (
     "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan"
 )
+# The general path's statements name one item row by its key, but on the same churned
+# table the planner, believing it small, plans a scan for them too: off as well (a
+# statement with no usable index still scans; this only makes a scan the last resort).
+BEGIN_GENERAL = "BEGIN; SET LOCAL enable_seqscan = off"
 STEADY = _statement(fenced=False)
 STEADY_FENCED = _statement(fenced=True)
 
