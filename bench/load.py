@@ -194,16 +194,8 @@ class Publisher:
         tracker: Tracker,
         batch: int = 1,
         model: str = "plain",
-        linger: float = 0.0,
-        flush_at: int = 4,
     ) -> None:
         self.client, self.tracker = client, tracker
-        # With *linger* (seconds), delivered items wait up to that long, or until
-        # *flush_at* of them wait, and are then acked in one retract: the client
-        # library's ``ack_linger`` (Pulsar's acknowledgment group time).
-        self.linger, self.flush_at = linger, flush_at
-        self._lingering: list[bytes] = []
-        self._timer: asyncio.TimerHandle | None = None
         self._headers = item_headers(model)
         self._template = _PUBLISH.format(to=to, node=node).encode()
         self._head = (
