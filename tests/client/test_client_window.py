@@ -184,6 +184,9 @@ async def test_a_refusal_while_the_component_is_away_is_retried() -> None:
 
 
 async def test_a_refusal_from_the_service_itself_is_final() -> None:
+    """The service answers the probe, so a forbidden may be its own: asked once more,
+    the same refusal again is final."""
+
     async def present() -> bool:
         return False
 
@@ -192,6 +195,27 @@ async def test_a_refusal_from_the_service_itself_is_final() -> None:
     result = await window.submit(send, str)
     send.sent[0].set_exception(StanzaError("forbidden", "publish", "auth"))
     await settle()
+    assert len(send.sent) == 2
+    send.sent[1].set_exception(StanzaError("forbidden", "publish", "auth"))
+    await settle()
     with pytest.raises(PublishError) as refused:
         await result
-    assert refused.value.condition == "forbidden" and len(send.sent) == 1
+    assert refused.value.condition == "forbidden" and len(send.sent) == 2
+
+
+async def test_a_refusal_from_before_the_service_came_back_is_sent_again() -> None:
+    """ejabberd refused the publish while the shard's process was gone, and a standby
+    took over before the probe: the probe finds the service there, yet the publish
+    was never seen by it. It is sent again and succeeds."""
+
+    async def present() -> bool:
+        return False
+
+    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=present)
+    send = FakeSender()
+    result = await window.submit(send, str)
+    send.sent[0].set_exception(StanzaError("forbidden", "Access denied by service policy", "auth"))
+    await settle()
+    assert len(send.sent) == 2
+    send.sent[1].set_result("stored")
+    assert await result == "stored"

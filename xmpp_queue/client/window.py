@@ -189,6 +189,12 @@ class PublishWindow(Generic[T]):
             away = True
         if away:
             self._retry_later(request, exc)
+        elif not request.rechecked:
+            # The service answers now, but the refusal may still be the server's for
+            # its absence: it came back between the two (a takeover). Ask once more;
+            # a refusal the service itself repeats is final.
+            request.rechecked = True
+            self._attempt(request)
         else:
             self._finish(request, exc=as_publish_error(exc))
 
@@ -287,6 +293,7 @@ class _Request(Generic[T]):
         "away",
         "convert",
         "finished",
+        "rechecked",
         "result",
         "send",
         "started",
@@ -305,4 +312,5 @@ class _Request(Generic[T]):
         self.away: Callable[[], Awaitable[bool]] | None = None  # is its service away?
         self.attempt = 0
         self.finished = False
+        self.rechecked = False  # sent again after a refusal with the service present
         self.started: float | None = None
