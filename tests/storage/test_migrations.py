@@ -76,8 +76,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_node_placement_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0008_node_placement"
+def test_lean_item_indexes_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0009_lean_item_indexes"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0008_node_placement"\n'
+        'down_revision = "0009_lean_item_indexes"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -127,7 +127,7 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0008_node_placement"
+    assert migrations.current_revision(empty_db) == "0009_lean_item_indexes"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
 

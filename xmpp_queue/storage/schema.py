@@ -138,8 +138,9 @@ class ItemRow(Base):
 
     Indexes serve the hot queries: (node_id, locked_by, seq) answers next_ready
     (``locked_by IS NULL`` in seq order), in_flight and locked_by with range
-    scans; (node_id, seq) answers paging, latest and max_items trimming;
-    lock_expires_at and available_at answer the deadline queries.
+    scans; (node_id, seq) answers paging, latest and max_items trimming.
+    Deadlines (lock timeouts, retry delays) are kept in memory, so no index
+    serves them: each index here is paid by every insert and every lock.
     """
 
     __tablename__ = "items"
@@ -161,8 +162,8 @@ class ItemRow(Base):
     locked_by: Mapped[str | None] = mapped_column(String())
     lock_jid: Mapped[str | None] = mapped_column(String())
     locked_at: Mapped[datetime | None]
-    lock_expires_at: Mapped[datetime | None] = mapped_column(index=True)
-    available_at: Mapped[datetime | None] = mapped_column(index=True)
+    lock_expires_at: Mapped[datetime | None]
+    available_at: Mapped[datetime | None]
     deliveries: Mapped[int] = mapped_column(Integer, default=0)
     headers: Mapped[str | None] = mapped_column(Text)
     priority: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
