@@ -12,6 +12,10 @@ the wall time per commit.
     git archive <commit> | tar -x -C /tmp/base
     python bench/pg_commit_path.py --compare-src /tmp/base --per 5 --rounds 10
 
+``--compare-revision REV`` compares schemas instead: this checkout's backend on
+two scratch databases, one migrated to head, the other only to REV (an index
+dropped or changed), each with its own session, interleaved the same way.
+
 A commit of ``--per`` N holds N new items, up to N locked ones (a delivery) and
 N deletes (acks), with a ledger row for each: the shape of a batch of about N
 operations at steady state.
@@ -89,15 +93,21 @@ def backend_of(src: Path) -> Any:
     return module.PostgresBackend
 
 
-async def run(url: str, compare: Path, per: int, rounds: int, commits: int) -> None:
-    conn = await asyncpg.connect(url)
-    await conn.execute("INSERT INTO nodes VALUES ('a', '{}', 'x', now()), ('b', '{}', 'x', now())")
-    await conn.execute(
-        f"INSERT INTO leader_leases (name, holder, token) VALUES ('{LEASE}', 'b', 1)"
-    )
-    await conn.close()
+async def run(
+    url: str, compare: Path | None, per: int, rounds: int, commits: int, other_url: str
+) -> None:
+    for target in {url, other_url}:
+        conn = await asyncpg.connect(target)
+        await conn.execute(
+            "INSERT INTO nodes VALUES ('a', '{}', 'x', now()), ('b', '{}', 'x', now())"
+        )
+        await conn.execute(
+            f"INSERT INTO leader_leases (name, holder, token) VALUES ('{LEASE}', 'b', 1)"
+        )
+        await conn.close()
     fence = Fence(LEASE, 1)
-    backends = {"this": PostgresBackend(url, fence), "compared": backend_of(compare)(url, fence)}
+    compared = PostgresBackend if compare is None else backend_of(compare)
+    backends = {"this": PostgresBackend(url, fence), "compared": compared(other_url, fence)}
     shapes = {"this": Commits("a", 0, per), "compared": Commits("b", 10**9, per)}
     sessions = {}
     for name, backend in backends.items():
@@ -135,19 +145,28 @@ async def run(url: str, compare: Path, per: int, rounds: int, commits: int) -> N
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--compare-src", type=Path, required=True, help="another checkout")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--compare-src", type=Path, help="another checkout")
+    which.add_argument(
+        "--compare-revision", help="this backend on a database migrated only to this revision"
+    )
     p.add_argument("--per", type=int, default=5, help="operations per commit")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--commits", type=int, default=300, help="commits per round and backend")
     args = p.parse_args()
     name = scratch_db_name("xq_commit_path")
-    recreate_postgres_db(name)
+    names = [name, f"{name}_rev"] if args.compare_revision else [name]
+    for n in names:
+        recreate_postgres_db(n)
     try:
-        url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-        upgrade(url)
-        asyncio.run(run(url, args.compare_src, args.per, args.rounds, args.commits))
+        urls = [f"postgresql://postgres@127.0.0.1:5432/{n}" for n in names]
+        upgrade(urls[0])
+        if args.compare_revision:
+            upgrade(urls[1], args.compare_revision)
+        asyncio.run(run(urls[0], args.compare_src, args.per, args.rounds, args.commits, urls[-1]))
     finally:
-        drop_postgres_db(name)
+        for n in names:
+            drop_postgres_db(n)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,44 @@ def test_upgrade_head_on_an_empty_database_matches_the_models(empty_db: str) -> 
     assert _inspect(empty_db, _model_diff) == []
 
 
+def _index_columns(conn: Connection) -> dict[str, list[list[str]]]:
+    found = inspect(conn)
+    return {
+        table: sorted(
+            [str(c) for c in ix["column_names"]]
+            for ix in found.get_indexes(table)
+            if not ix.get("unique")
+        )
+        for table in ("items", ledger_names.TABLE)
+    }
+
+
+def _ledger_time_index(conn: Connection) -> str:
+    from sqlalchemy import text
+
+    row = conn.execute(
+        text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_queue_events_at'")
+    ).one()
+    return str(row[0])
+
+
+def test_each_item_index_serves_a_query_and_no_deadline_index_is_left(empty_db: str) -> None:
+    """Every index of ``items`` is paid by each insert and each lock: four are left
+    (seq, the item key, node order with and without the lock), none on a deadline."""
+    migrations.upgrade(empty_db)
+    indexes = _inspect(empty_db, _index_columns)
+    assert indexes["items"] == [["node_id", "locked_by", "seq"], ["node_id", "seq"]]
+    # (and the primary key, seq, and the unique key, node_id and item_id)
+    assert indexes[ledger_names.TABLE] == [["at"], ["node", "at"]]
+    if empty_db.startswith("postgresql"):
+        assert "USING brin" in _inspect(empty_db, _ledger_time_index)
+    migrations.downgrade(empty_db, "0008_node_placement")
+    again = _inspect(empty_db, _index_columns)
+    assert ["lock_expires_at"] in again["items"] and ["available_at"] in again["items"]
+    if empty_db.startswith("postgresql"):
+        assert "USING btree" in _inspect(empty_db, _ledger_time_index)
+
+
 def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     migrations.upgrade(empty_db, "0001_initial")
     assert migrations.current_revision(empty_db) == "0001_initial"

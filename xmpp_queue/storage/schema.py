@@ -193,10 +193,17 @@ class LedgerRow(Base):
     """
 
     __tablename__ = L.TABLE
-    __table_args__ = (Index(None, L.NODE, L.AT), {"sqlite_autoincrement": True})
+    __table_args__ = (
+        Index(None, L.NODE, L.AT),
+        # Rows arrive in time order, so on PostgreSQL a block-range index answers the
+        # pipeline's time ranges at almost no cost per appended row (a B-tree took an
+        # insert per event, three per queue item).
+        Index(None, L.AT, postgresql_using="brin"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(L.ID, BigId, primary_key=True, autoincrement=True)
-    at: Mapped[datetime] = mapped_column(L.AT, index=True)
+    at: Mapped[datetime] = mapped_column(L.AT)
     kind: Mapped[str] = mapped_column(L.KIND, String())
     node: Mapped[str] = mapped_column(L.NODE, String())
     item_id: Mapped[str] = mapped_column(L.ITEM_ID, String())
