@@ -219,3 +219,27 @@ async def test_a_refusal_from_before_the_service_came_back_is_sent_again() -> No
     assert len(send.sent) == 2
     send.sent[1].set_result("stored")
     assert await result == "stored"
+
+
+async def test_each_absence_earns_one_more_try_once_the_service_answers() -> None:
+    """Two takeovers during one publish: after each, a refusal met by a present
+    service is asked once more, so only a refusal the service repeats is final."""
+    answers = iter([True, False, True, False, False])  # away, back, away, back, back
+
+    async def probe() -> bool:
+        return next(answers)
+
+    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=probe)
+    window.retry = RetryPolicy(attempts=10, first_delay=0.0)
+    send = FakeSender()
+    result = await window.submit(send, str)
+    refusal = StanzaError("forbidden", "Access denied by service policy", "auth")
+    for n in range(4):  # away: retried; back: asked again; away again; back again
+        send.sent[n].set_exception(refusal)
+        await settle()
+        assert len(send.sent) == n + 2
+    send.sent[4].set_exception(refusal)  # the service itself, twice in a row: final
+    await settle()
+    with pytest.raises(PublishError):
+        await result
+    assert len(send.sent) == 5

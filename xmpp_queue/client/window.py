@@ -188,6 +188,7 @@ class PublishWindow(Generic[T]):
         except Exception:  # the stream went: the resend path takes it from here
             away = True
         if away:
+            request.rechecked = False  # a new absence: the next presence earns a resend
             self._retry_later(request, exc)
         elif not request.rechecked:
             # The service answers now, but the refusal may still be the server's for
