@@ -209,3 +209,34 @@ async def test_ejabberds_forbidden_for_a_missing_service_is_not_taken_as_final()
     await until(lambda: worker.stats.lost == 1)
     assert link.log.count("retract b") == 2
     await worker.stop(grace=1)
+
+
+async def test_a_second_absence_earns_the_ack_one_more_try() -> None:
+    """A refusal met by a present service is asked once more; if the service is then
+    found away again (a second takeover), its next refusal earns another try."""
+    link = ServiceLink()
+    forbidden = StanzaError("forbidden", "Access denied by service policy", "auth")
+    answers = ["forbidden", "forbidden", "forbidden", "ok"]
+    pings = ["back", "away"]  # then back for good
+
+    async def handler(job: Job) -> None:
+        return None
+
+    async def scripted_ping() -> None:
+        link.pings += 1
+        if (pings.pop(0) if pings else "back") == "away":
+            raise AWAY
+
+    async def scripted_retract(node: str, item_id: str) -> None:
+        link.log.append(f"retract {item_id}")
+        if answers.pop(0) == "forbidden":
+            raise forbidden
+
+    link.ping_service = scripted_ping  # type: ignore[method-assign]
+    link.retract = scripted_retract  # type: ignore[method-assign]
+    worker = worker_on([link], handler, reconnect=FAST, queue_requests=2)
+    await worker.start()
+    deliver(link, "a")
+    await until(lambda: worker.stats.acked == 1)
+    assert link.log.count("retract a") == 4 and worker.stats.lost == 0
+    await worker.stop(grace=1)

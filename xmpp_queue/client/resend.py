@@ -225,6 +225,8 @@ async def send_until_answered(session: Session, op: Op) -> None:
                         if doubted:
                             raise ambiguous.error from None
                         doubted = True
+                    else:  # a new absence: once back, the service is asked once more
+                        doubted = False
                     break
                 if not done:  # silence: is the service there at all?
                     patience = min(patience * 2, MAX_RESEND_AFTER)
