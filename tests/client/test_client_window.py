@@ -183,9 +183,10 @@ async def test_a_refusal_while_the_component_is_away_is_retried() -> None:
     assert await result == "ok"
 
 
-async def test_a_refusal_from_the_service_itself_is_final() -> None:
-    """The service answers the probe, so a forbidden may be its own: asked once more,
-    the same refusal again is final."""
+async def _refused_with_the_service_present(
+    error: StanzaError,
+) -> tuple[FakeSender, asyncio.Future[str]]:
+    """A publish refused once with *error*, its service answering the probe."""
 
     async def present() -> bool:
         return False
@@ -193,8 +194,17 @@ async def test_a_refusal_from_the_service_itself_is_final() -> None:
     window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=present)
     send = FakeSender()
     result = await window.submit(send, str)
-    send.sent[0].set_exception(StanzaError("forbidden", "publish", "auth"))
+    send.sent[0].set_exception(error)
     await settle()
+    return send, result
+
+
+async def test_a_refusal_from_the_service_itself_is_final() -> None:
+    """The service answers the probe, so a forbidden may be its own: asked once more,
+    the same refusal again is final."""
+    send, result = await _refused_with_the_service_present(
+        StanzaError("forbidden", "publish", "auth")
+    )
     assert len(send.sent) == 2
     send.sent[1].set_exception(StanzaError("forbidden", "publish", "auth"))
     await settle()
@@ -207,15 +217,9 @@ async def test_a_refusal_from_before_the_service_came_back_is_sent_again() -> No
     """ejabberd refused the publish while the shard's process was gone, and a standby
     took over before the probe: the probe finds the service there, yet the publish
     was never seen by it. It is sent again and succeeds."""
-
-    async def present() -> bool:
-        return False
-
-    window: PublishWindow[str] = PublishWindow(1, NO_DELAY, service_away=present)
-    send = FakeSender()
-    result = await window.submit(send, str)
-    send.sent[0].set_exception(StanzaError("forbidden", "Access denied by service policy", "auth"))
-    await settle()
+    send, result = await _refused_with_the_service_present(
+        StanzaError("forbidden", "Access denied by service policy", "auth")
+    )
     assert len(send.sent) == 2
     send.sent[1].set_result("stored")
     assert await result == "stored"
