@@ -136,11 +136,11 @@ class SubscriptionRow(Base):
 class ItemRow(Base):
     """A stored item with its queue state.
 
-    Indexes serve the hot queries: (node_id, locked_by, seq) answers next_ready
-    (``locked_by IS NULL`` in seq order), in_flight and locked_by with range
-    scans; (node_id, seq) answers paging, latest and max_items trimming.
-    Deadlines (lock timeouts, retry delays) are kept in memory, so no index
-    serves them: each index here is paid by every insert and every lock.
+    Memory answers the queue's questions, so the indexes serve the loads, the reads
+    of cold rows and the readers: (node_id, locked_by, seq) a load's waiting and
+    held items, (node_id, seq) paging, trimming and cold tails, the unique key reads
+    by id. Deadlines (lock timeouts, retry delays) live in memory and have no index:
+    each index here is paid by every insert and every lock.
     """
 
     __tablename__ = "items"
