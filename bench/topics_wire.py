@@ -377,10 +377,13 @@ def round_shares(runs: list[Run]) -> dict[str, list[float]]:
 def in_round_order(round_plan: list[Scenario], round_no: int) -> list[Scenario]:
     """Unbound runs first (the round's baseline); the others run in the given order in
     even rounds and reversed in odd ones, as a run gains a few per cent from following
-    a similar one."""
+    a similar one. With --compare-src the two checkouts' unbound runs swap places in
+    odd rounds too (always running this checkout's first favoured the other's)."""
     base = [s for s in round_plan if s.target == "unbound"]
     rest = [s for s in round_plan if s.target != "unbound"]
-    return base + (rest if round_no % 2 == 0 else rest[::-1])
+    if round_no % 2 == 0:
+        return base + rest
+    return base[::-1] + rest[::-1]
 
 
 def scenarios(args: argparse.Namespace) -> list[Scenario]:
