@@ -257,6 +257,7 @@ class Bench:
         self.args, self.prosody, self.workdir = args, prosody, workdir
         self.profiles: list[Path] = []
         self.metrics_address = ""
+        self.runs = 0
 
     def _client(self, user: str, resource: str) -> LightClient:
         port = self.prosody.c2s_port
@@ -438,6 +439,8 @@ class Bench:
                 if profiler is not None:
                     self._stop_profiler(profiler)
             figures = self._figures(scenario, tracker, warm, n, only_publish, completed, meter)
+            if args.samples is not None:
+                self._write_samples(scenario, tracker, range(warm, warm + n))
             figures.max_in_flight = max((r.max_in_flight for r in roles), default=0)
             return figures
         finally:
@@ -470,6 +473,28 @@ class Bench:
             )
             if not is_result(answer):
                 raise SetupError(f"subscribe failed: {answer[:600]!r}")
+
+    def _write_samples(self, scenario: Scenario, t: Tracker, span: range) -> None:
+        """Each measured item's times (seconds from the first send, t0; empty: never), one CSV
+        per run, to see where in a run the tail sits: spread out (queueing) or in bursts
+        (a stall of the component, the disk or Prosody)."""
+        self.args.samples.mkdir(parents=True, exist_ok=True)
+        self.runs += 1
+        name = scenario.label.replace(", ", "-").replace(" ", "").replace("/", "")
+        out = self.args.samples / f"{self.runs:03d}-{name}.csv"
+        t0 = min(t.sent[i] for i in span if t.sent[i])
+
+        def at(x: float) -> str:
+            return f"{x - t0:.6f}" if x else ""
+
+        # The origin on the monotonic clock (time.perf_counter, the same in every process
+        # of the machine), to line the rows up with timestamps taken elsewhere.
+        rows = [f"# t0={t0:.6f}", "item,sent,published,delivered,acked"]
+        rows += [
+            f"{i},{at(t.sent[i])},{at(t.published[i])},{at(t.delivered[i])},{at(t.acked[i])}"
+            for i in span
+        ]
+        out.write_text("\n".join(rows) + "\n")
 
     def _start_profiler(
         self, scenario: Scenario, server: Child, tmp: Path
@@ -835,6 +860,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=20, help="hot spots listed per profile")
     p.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    p.add_argument(
+        "--samples", type=Path, default=None, help="write each item's times, a CSV per run, in DIR"
+    )
     p.add_argument("--keep-going", action="store_true", help="report a failed scenario, go on")
     p.add_argument("--start-timeout", type=float, default=60.0)
     p.add_argument("--batch-timeout", type=float, default=300.0)

@@ -29,7 +29,13 @@ every scenario with the component of checkout DIR, interleaved.
 
 `--shapes unbound,5x0` runs only the scenarios named (`unbound` always among them);
 `1x100` (one bound queue keeping every item: a copy per publish) is run only when
-named, to tell a copy's own cost from what a trickle of copies costs. Any shape named
+named, to tell a copy's own cost from what a trickle of copies costs. The fan-out
+target ("a publish to a topic with 5 bound queues (4 workers each) delivers at least
+60 % of the items/s that one queue reaches with one publish per item") has two shapes
+of its own, run only when named: `5x100` (five bound queues keeping every item) and
+`queue` (no topic: the publisher publishes straight to one plain queue with the same
+workers); `5x100`'s copies acked per second (first publish sent to last copy acked)
+are read against `queue`'s items acked per second in the same round. Any shape named
 with `+linger` (`1x10+linger`) has its workers ack with `--ack-linger-ms` (default
 100: the client library's ``ack_linger``, Pulsar's acknowledgment group time), several
 copies per retract, instead of each copy at once. `--pin` puts the component on CPU 0
@@ -46,6 +52,7 @@ Run from the repository root:
     python bench/topics_wire.py                           # 5,000 items, window 32, 3 runs
     python bench/topics_wire.py --repeat 5 --compare-src /tmp/prev
     python bench/topics_wire.py --shapes unbound,1x10,1x100 --repeat 3
+    python bench/topics_wire.py --shapes unbound,queue,5x100 --repeat 3 --pin
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -96,19 +104,41 @@ SHAPES: dict[str, tuple[int, bool | None]] = {
 }
 """Scenario -> (bound queues, whether queue k keeps region `rk`; else it keeps nothing;
 None: it keeps every item). The scenarios run by default."""
-EXTRA_SHAPES: dict[str, tuple[int, bool | None]] = {"1x100": (1, None)}
-"""Run only when named in ``--shapes``: one bound queue keeping every item, so copies
-come at the publisher's rate (a copy's own cost, apart from what a trickle of copies
-costs: compare the per-copy figures of ``1x10`` and ``1x100``)."""
+EXTRA_SHAPES: dict[str, tuple[int, bool | None]] = {
+    "1x100": (1, None),
+    "5x100": (5, None),
+    "queue": (1, None),
+}
+"""Run only when named in ``--shapes``. ``1x100``: one bound queue keeping every item,
+so copies come at the publisher's rate (a copy's own cost, apart from what a trickle
+of copies costs: compare the per-copy figures of ``1x10`` and ``1x100``). ``5x100``:
+five bound queues keeping every item (fan-out: five copies per publish). ``queue``: no
+topic, the publisher publishes straight to one plain queue with the same workers (the
+fan-out target's reference: copies acked per second of ``5x100`` against items acked
+per second here)."""
+PLAIN_QUEUE = "queue"
+BASELINES = ("unbound", PLAIN_QUEUE)
+"""The shapes the others are read against in each round; they run first in it."""
 ALL_SHAPES = SHAPES | EXTRA_SHAPES
 LINGER = "+linger"
 """A shape named with this suffix (``1x10+linger``) runs with workers that ack with
 ``--ack-linger-ms`` (the client library's ``ack_linger``); without it they ack each
 copy at once."""
+BATCH = "+batch"
+"""A shape named with this suffix (``1x10+batch``) runs with workers that ask for up to
+``--queue-requests`` items per notification (``pubsub#queue_max_batch``) and ack each
+notification's items in one retract (every batch on, as ``queue_throughput.py``'s
+batched scenarios); both suffixes may be given (``1x10+batch+linger``)."""
+MODIFIERS = (LINGER, BATCH)
 
 
 def shape_of(name: str) -> tuple[int, bool | None]:
-    return ALL_SHAPES[name.removesuffix(LINGER)]
+    return ALL_SHAPES[name.split("+", 1)[0]]
+
+
+def has(name: str, modifier: str) -> bool:
+    """Whether shape *name* was given *modifier* (``+linger``, ``+batch``)."""
+    return modifier[1:] in name.split("+")[1:]
 
 
 REGION_HEADERS = [
@@ -140,18 +170,28 @@ class RegionPublisher(Publisher):
 
 
 class TopicTracker(Tracker):
-    """Done when every publish of the span is answered AND every copy in it acked."""
+    """Done when every publish of the span is answered AND every copy in it acked.
 
-    def expect_topic(self, start: int, end: int, copies: int) -> None:
+    An item may have several copies (one per bound queue keeping it): ``copy_acks``
+    counts the acked ones per item, at most *copies_of(i)* (a redelivered copy's
+    second ack is not counted twice), and ``acked`` holds the time of its last ack."""
+
+    def __init__(self, n: int, copies_of: Callable[[int], int]) -> None:
+        super().__init__(n)
+        self.copies_of = copies_of
+        self.copy_acks = [0] * n
+
+    def expect_topic(self, start: int, end: int) -> None:
         self.expect(start, end, publish_results_only=True)
-        self._need += copies
+        self._need += sum(self.copies_of(i) for i in range(start, end))
         if self._need:
             self.done.clear()
 
     def on_ack(self, idx: int, ok: bool, now: float, stanza: bytes) -> None:
         if not ok:
             self.error(stanza)
-        elif not self.acked[idx]:
+        elif self.copy_acks[idx] < self.copies_of(idx):
+            self.copy_acks[idx] += 1
             self.acked[idx] = now
             self._complete_one(idx)
 
@@ -179,9 +219,14 @@ def region_filter(k: int, keeping: bool | None) -> str:
     return f'attributes.region = "{"r" if keeping else "none"}{k}"'
 
 
-def copies_in(start: int, end: int, queues: int) -> int:
-    """Items of [start, end) some bound queue keeps (queue k keeps region k)."""
-    return sum(1 for i in range(start, end) if i % REGIONS < queues)
+def copies_of_item(queues: int, keeping: bool | None) -> Callable[[int], int]:
+    """How many bound queues keep item i: each of them when they keep every item,
+    else the one whose region is i's (queue k keeps region k), or none."""
+    if keeping is None:
+        return lambda i: queues
+    if not keeping:
+        return lambda i: 0
+    return lambda i: 1 if i % REGIONS < queues else 0
 
 
 @dataclass
@@ -191,6 +236,7 @@ class Run:
     publisher_per_s: float
     copies: int
     until_last_ack_s: float
+    copies_per_s: float
     publish_rtt: Latency | None
     component_us: float
     prosody_us: float
@@ -203,6 +249,9 @@ class Run:
 
 
 class TopicBench(Bench):
+    worker_batch = 1
+    """Items per notification the current scenario's workers ask for (``+batch``)."""
+
     async def run_topic(self, scenario: Scenario) -> Run:
         queues, keeping = shape_of(scenario.target)
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
@@ -219,16 +268,17 @@ class TopicBench(Bench):
         pub: LightClient,
         workers: list[list[LightClient]],
         keeping: bool | None,
+        direct: bool = False,
     ) -> None:
+        """The topic and its bound queues; with *direct*, one plain queue and no topic."""
         a = self.args
         await wait_ready(pub, QUEUE_DOMAIN, server, a.start_timeout)
-        steps = [create_node(QUEUE_DOMAIN, TOPIC, {}, "c-topic")]
+        steps = [] if direct else [create_node(QUEUE_DOMAIN, TOPIC, {}, "c-topic")]
         for k, group in enumerate(workers):
-            fields = {
-                "pubsub#queue": "1",
-                "pubsub#queue_topic": TOPIC,
-                "pubsub#queue_filter": region_filter(k, keeping),
-            }
+            fields = {"pubsub#queue": "1"}
+            if not direct:
+                fields["pubsub#queue_topic"] = TOPIC
+                fields["pubsub#queue_filter"] = region_filter(k, keeping)
             steps.append(create_node(QUEUE_DOMAIN, f"q{k}", fields, f"c-q{k}"))
             steps.append(queue_members(QUEUE_DOMAIN, f"q{k}", [w.bare for w in group]))
         for n, step in enumerate(steps):
@@ -239,7 +289,9 @@ class TopicBench(Bench):
         for k, group in enumerate(workers):
             for w in group:
                 w.send(f"<presence/><presence to='{QUEUE_DOMAIN}'/>")
-                stanza = subscribe_queue(QUEUE_DOMAIN, f"q{k}", w.bare, a.queue_requests)
+                stanza = subscribe_queue(
+                    QUEUE_DOMAIN, f"q{k}", w.bare, a.queue_requests, self.worker_batch
+                )
                 answer = await w.request(stanza, "sub1")
                 if not is_result(answer):
                     raise SetupError(f"subscribe failed: {answer[:600]!r}")
@@ -257,11 +309,12 @@ class TopicBench(Bench):
         clients = [pub, *workers]
         try:
             await asyncio.gather(*(c.connect() for c in clients))
-            await self._set_up_topic(server, pub, groups, keeping)
-            kept = REGIONS if keeping is None else queues if keeping else 0
+            direct = scenario.target.split("+", 1)[0] == PLAIN_QUEUE
+            self.worker_batch = a.queue_requests if has(scenario.target, BATCH) else 1
+            await self._set_up_topic(server, pub, groups, keeping, direct)
             warm, n = a.warmup, a.items
-            tracker = TopicTracker(warm + n)
-            publisher = RegionPublisher(pub, QUEUE_DOMAIN, TOPIC, tracker)
+            tracker = TopicTracker(warm + n, copies_of_item(queues, keeping))
+            publisher = RegionPublisher(pub, QUEUE_DOMAIN, "q0" if direct else TOPIC, tracker)
             pub.hand_over(publisher.handle)
             for k, group in enumerate(groups):
                 for w in group:
@@ -270,15 +323,16 @@ class TopicBench(Bench):
                         QUEUE_DOMAIN,
                         f"q{k}",
                         tracker,
-                        linger=a.ack_linger if scenario.target.endswith(LINGER) else 0.0,
+                        self.worker_batch,
+                        linger=a.ack_linger if has(scenario.target, LINGER) else 0.0,
                         flush_at=max(1, a.queue_requests // 2),
                     )
                     w.hand_over(worker.handle)
-            tracker.expect_topic(0, warm, copies_in(0, warm, kept))
+            tracker.expect_topic(0, warm)
             publisher.start_window(0, warm, scenario.window)
             if not await wait_done(tracker, clients, server, a.batch_timeout):
                 raise SetupError("warm-up did not complete")
-            tracker.expect_topic(warm, warm + n, copies_in(warm, warm + n, kept))
+            tracker.expect_topic(warm, warm + n)
             assert self.prosody.pid is not None
             counts = await commit_counts(self.metrics_address) if a.count_commits else None
             if a.pin:
@@ -302,13 +356,16 @@ class TopicBench(Bench):
         first = min(tracker.sent[i] for i in span)
         answered = [tracker.published[i] for i in span if tracker.published[i]]
         acked = [tracker.acked[i] for i in span if tracker.acked[i]]
+        copies = sum(tracker.copy_acks[i] for i in span)
+        until_last_ack = (max(acked) - first) if acked else 0.0
         cpu = [s * 1e6 / max(1, len(answered)) for s in meter.spent]
         return Run(
             scenario=scenario.label,
             publishes=len(answered),
             publisher_per_s=len(answered) / (max(answered) - first) if answered else 0.0,
-            copies=len(acked),
-            until_last_ack_s=(max(acked) - first) if acked else 0.0,
+            copies=copies,
+            until_last_ack_s=until_last_ack,
+            copies_per_s=copies / until_last_ack if until_last_ack > 0 else 0.0,
             publish_rtt=Latency.of(
                 [tracker.published[i] - tracker.sent[i] for i in span if tracker.published[i]]
             ),
@@ -326,6 +383,7 @@ class TopicBench(Bench):
 def print_runs(runs: list[Run]) -> None:
     head = (
         f"{'scenario':<38} {'publishes':>9} {'pub/s':>7} {'copies':>6} {'last ack s':>10} "
+        f"{'copies/s':>8} "
         f"{'rtt p50/p99 ms':>15} {'comp µs':>8} {'prosody µs':>10} {'load µs':>8} "
         f"{'others':>6} {'err':>4}"
     )
@@ -338,7 +396,7 @@ def print_runs(runs: list[Run]) -> None:
             flag += f" ops/commit {r.operations_per_commit:.1f}"
         print(
             f"{r.scenario:<38} {r.publishes:>9} {r.publisher_per_s:>7.0f} {r.copies:>6} "
-            f"{r.until_last_ack_s:>10.2f} {rtt:>15} {r.component_us:>8.0f} "
+            f"{r.until_last_ack_s:>10.2f} {r.copies_per_s:>8.0f} {rtt:>15} {r.component_us:>8.0f} "
             f"{r.prosody_us:>10.0f} {r.loadgen_us:>8.0f} {r.other_cores:>6.2f} {r.errors:>4}{flag}"
         )
 
@@ -369,8 +427,24 @@ def round_shares(runs: list[Run]) -> dict[str, list[float]]:
         shape, _, rest = r.scenario.partition(",")
         if shape == "unbound":
             base[rest] = r.publisher_per_s
-        elif base.get(rest):
+        elif not shape.startswith(PLAIN_QUEUE) and base.get(rest):
             shares.setdefault(r.scenario, []).append(r.publisher_per_s / base[rest])
+    return shares
+
+
+def fan_out_shares(runs: list[Run]) -> dict[str, list[float]]:
+    """Each ``5x100`` run's copies acked per second over the items acked per second of
+    the plain queue run of its own round (issue 21's fan-out target: at least 60 %)."""
+    shares: dict[str, list[float]] = {}
+    base: dict[str, float] = {}
+    for r in runs:
+        shape, _, rest = r.scenario.partition(",")
+        name, plus, mods = shape.partition("+")
+        key = plus + mods + rest  # the same worker modifiers, window and checkout
+        if name == PLAIN_QUEUE:
+            base[key] = r.copies_per_s
+        elif name == "5x100" and base.get(key):
+            shares.setdefault(r.scenario, []).append(r.copies_per_s / base[key])
     return shares
 
 
@@ -379,8 +453,8 @@ def in_round_order(round_plan: list[Scenario], round_no: int) -> list[Scenario]:
     even rounds and reversed in odd ones, as a run gains a few per cent from following
     a similar one. With --compare-src the two checkouts' unbound runs swap places in
     odd rounds too (always running this checkout's first favoured the other's)."""
-    base = [s for s in round_plan if s.target == "unbound"]
-    rest = [s for s in round_plan if s.target != "unbound"]
+    base = [s for s in round_plan if s.target.split("+", 1)[0] in BASELINES]
+    rest = [s for s in round_plan if s.target.split("+", 1)[0] not in BASELINES]
     if round_no % 2 == 0:
         return base + rest
     return base[::-1] + rest[::-1]
@@ -398,7 +472,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 async def run_all(args: argparse.Namespace) -> list[Run]:
     users = {"publisher": PASSWORD} | {
-        f"worker{k}": PASSWORD for k in range(max(q for q, _ in SHAPES.values()) * args.workers)
+        f"worker{k}": PASSWORD for k in range(max(q for q, _ in ALL_SHAPES.values()) * args.workers)
     }
     runs: list[Run] = []
     plan = [s for r in range(args.repeat) for s in in_round_order(scenarios(args), r)]
@@ -434,8 +508,13 @@ def main() -> int:
     own.add_argument("--ack-linger-ms", type=float, default=100.0)
     own.add_argument("--pin", action="store_true")
     mine, rest = own.parse_known_args(sys.argv[1:])
-    known = [*ALL_SHAPES, *(name + LINGER for name in ALL_SHAPES)]
-    if "unbound" not in mine.shapes or any(s not in known for s in mine.shapes):
+    known = [*ALL_SHAPES, *(name + m for name in ALL_SHAPES for m in MODIFIERS)]
+
+    def valid(shape: str) -> bool:
+        base, *mods = shape.split("+")
+        return base in ALL_SHAPES and all(f"+{m}" in MODIFIERS for m in mods)
+
+    if "unbound" not in mine.shapes or not all(valid(s) for s in mine.shapes):
         print(f"--shapes: unbound and any of {', '.join(known)}", file=sys.stderr)
         return 2
     args = parse_args(["--backends", "sqlite", "--skip-null", "--repeat", "3", *rest])
@@ -461,6 +540,12 @@ def main() -> int:
         print(
             f"  {label}: publisher at {statistics.median(shares):.0%} of the same round's "
             f"unbound (median of {len(shares)} rounds; {min(shares):.0%}-{max(shares):.0%})"
+        )
+    for label, shares in fan_out_shares(runs).items():
+        print(
+            f"  {label}: copies acked per second at {statistics.median(shares):.0%} of the same "
+            f"round's plain queue items (median of {len(shares)} rounds; "
+            f"{min(shares):.0%}-{max(shares):.0%}; target >= 60 %)"
         )
     spread = [r.other_cores for r in runs]
     print(f"other load during the runs: median {statistics.median(spread):.2f} cores")
