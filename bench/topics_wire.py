@@ -38,7 +38,9 @@ workers); `5x100`'s copies acked per second (first publish sent to last copy ack
 are read against `queue`'s items acked per second in the same round. Any shape named
 with `+linger` (`1x10+linger`) has its workers ack with `--ack-linger-ms` (default
 100: the client library's ``ack_linger``, Pulsar's acknowledgment group time), several
-copies per retract, instead of each copy at once. `--pin` puts the component on CPU 0
+copies per retract, instead of each copy at once; with `+batch` (`1x10+batch`, or
+`1x10+batch+linger`) they ask for up to `--queue-requests` items per notification and
+ack each notification's items in one retract. `--pin` puts the component on CPU 0
 and Prosody on CPU 1 for each measured run (every thread, with `taskset`): the
 scheduler's placement of the two on the 2 cores moved the unbound rate by a third
 from round to round, and pinned runs spread much less. `--profile DIR`
