@@ -19,6 +19,12 @@ Run from the repository root:
         --metrics both --repeat 3                          # the cost of [http] metrics
     python bench/queue_throughput.py --rate 500 --raw-commit --rabbitmq --rabbitmq-ack both \
         --compare-src /tmp/prev --repeat 3                 # issue 26: the floor, one run
+    python bench/queue_throughput.py --backends sqlite --window 0 --rate 500 --skip-null \
+        --samples /tmp/samples                             # each item's times, a CSV per run
+`--samples DIR` writes, per run, each measured item's send, answer, delivery and ack
+times (seconds from the run's first send; the first line gives that origin on the
+machine's monotonic clock, `time.perf_counter`, so the rows line up with timestamps
+taken in another process).
 Everything it starts (Prosody, components, py-spy) is stopped at the end; a global
 `--timeout` bounds the run.
 """
