@@ -40,6 +40,7 @@ from xmpp_queue.core.service_access import ServiceAccess
 from xmpp_queue.storage import items_queue, state
 from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_sqlite import SqliteBackend
+from xmpp_queue.storage.commit_place import CommitPlace
 from xmpp_queue.storage.item_values import COLD, EMPTY_HEADERS, stored_item
 from xmpp_queue.storage.node_state import NodeState
 from xmpp_queue.storage.state import MemoryState
@@ -840,6 +841,8 @@ async def test_a_commit_cancelled_mid_write_is_not_abandoned(
     store = await StateStore.open(sqlite_url)
     try:
         await _committed_node(store)
+        assert isinstance(store.backend, SqliteBackend)
+        store.backend.place = CommitPlace(loop_allowed=False)  # a write on the thread
         real = SqliteBackend._write
         entered, release = asyncio.Event(), threading.Event()
         loop = asyncio.get_running_loop()

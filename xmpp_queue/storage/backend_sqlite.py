@@ -1,10 +1,11 @@
-"""The SQLite backend: the stdlib ``sqlite3`` connection on one worker thread.
+"""The SQLite backend: the stdlib ``sqlite3`` connection, with one worker thread.
 
 It runs the connection of ``engine.make_sqlite_engine`` (so the same WAL /
 ``synchronous=FULL`` / foreign-key pragmas as every other connection). A commit
 is ``BEGIN IMMEDIATE``, a handful of ``executemany`` calls and ``COMMIT`` (the one
-fsync), all on that thread: the event loop keeps parsing stanzas while the disk
-syncs, and sqlite3 releases the GIL while it works.
+fsync). It runs on the event loop while commits there stay quick, else on the
+worker thread, where the loop keeps parsing stanzas while the disk syncs
+(``commit_place``). Loads and reads always run on the thread.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -23,6 +25,7 @@ from sqlalchemy.engine import Engine
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.core.model import Item
 from xmpp_queue.storage.backend import FlushFailed
+from xmpp_queue.storage.commit_place import CommitPlace
 from xmpp_queue.storage.engine import make_sqlite_engine
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.load import StateBuilder
@@ -52,9 +55,13 @@ class SqliteBackend:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmpp-queue-wb")
         self._raw: Any = None
         self._conn: sqlite3.Connection | None = None
+        self._busy_ms = 0  # the connection's busy timeout, read when it opens
+        self._handed = 0  # calls handed to the worker thread and not yet back
+        self.place = CommitPlace()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
+        self._handed += 1
         try:
             return await loop.run_in_executor(self._worker, fn)
         except FlushFailed as failed:
@@ -62,12 +69,15 @@ class SqliteBackend:
             raise
         except Exception as exc:
             raise translate(exc, sqlite_outage) from exc
+        finally:
+            self._handed -= 1
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self._raw = self._engine.raw_connection()  # pragmas: engine.py
             conn = self._raw.driver_connection
             assert isinstance(conn, sqlite3.Connection)
+            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
             self._conn = conn
         return self._conn
 
@@ -115,7 +125,38 @@ class SqliteBackend:
 
     async def write(self, flush: Flush) -> None:
         plan = write_plan(flush, SQLITE, sqlite_times())
+        if self._handed == 0 and self.place.on_loop(time.monotonic()):
+            try:
+                if self._write_on_loop(plan):
+                    return
+            except FlushFailed as failed:
+                failed.error = translate(failed.error, sqlite_outage)
+                raise
+            except Exception as exc:
+                raise translate(exc, sqlite_outage) from exc
         await self._run(lambda: self._write(plan))
+
+    def _write_on_loop(self, plan: list[tuple[str, list[tuple[Any, ...]]]]) -> bool:
+        """Commit *plan* here, on the event loop; False when the write lock was taken
+        by another connection (nothing written: the thread waits for the lock)."""
+        conn = self._connection()
+        started = time.monotonic()
+        conn.execute("PRAGMA busy_timeout = 0")  # never wait for a lock on the loop
+        try:
+            self._write(plan)
+        except FlushFailed as failed:
+            if _lock_taken(failed):
+                self.place.lock_taken(time.monotonic())
+                return False
+            raise
+        finally:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            except sqlite3.Error:
+                pass  # the connection is gone: the error above says so
+        ended = time.monotonic()
+        self.place.took(ended - started, ended)
+        return True
 
     def _write(self, plan: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         conn = self._connection()
@@ -193,3 +234,13 @@ class SqliteBackend:
             await asyncio.get_running_loop().run_in_executor(self._worker, shut)
         finally:
             self._worker.shutdown(wait=True)
+
+
+def _lock_taken(failed: FlushFailed) -> bool:
+    """A write that did not start: another connection held the write lock."""
+    error = failed.error
+    return (
+        not failed.maybe_committed
+        and isinstance(error, sqlite3.OperationalError)
+        and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+    )

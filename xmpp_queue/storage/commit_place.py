@@ -1,0 +1,68 @@
+"""Where a SQLite commit runs: on the event loop itself, or on the writer thread.
+
+Why: a commit handed to the writer thread pays for two hand-overs (the thread's
+wake-up, then the loop's), and while the loop is busy the two take the GIL from
+each other at every row the statements bind. Where the disk syncs in a fraction
+of a millisecond, running the whole commit on the loop costs less than those
+hand-overs: at window 32 with every batch on, 20 % more items/s and a tenth less
+CPU per item at 500/s on the benchmark machine (docs/benchmarks.md, "Commits on
+the loop"). But a commit on the loop stalls every stanza for as long as it takes,
+so it is kept there only while it is quick:
+
+- a commit on the loop that took longer than ``SLOW`` (a slow disk, a checkpoint
+  copying the write-ahead log into the database) sends the commits of the next
+  ``BACK_OFF`` seconds to the thread; then the loop tries again;
+- a commit that finds the database's write lock taken by another connection does
+  not wait for it on the loop: it goes to the thread, which waits with the busy
+  timeout, and so do the commits of the next ``BACK_OFF`` seconds;
+- the backend never commits on the loop while a call it handed to the thread (a
+  read of cold items, a load) is still there, so the one connection is used by one
+  of them at a time (``backend_sqlite``).
+
+Everything else about a commit is the same in both places: the same statements,
+the same ``synchronous=FULL`` fsync before anyone is answered, the same errors.
+Plain logic with the time passed in, so it is tested without a disk.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("xmpp_queue.storage.store")
+
+SLOW = 0.005
+"""A commit on the loop longer than this (seconds) sends the next ones to the thread."""
+BACK_OFF = 10.0
+"""Seconds the commits stay on the thread after a slow commit or a taken lock."""
+
+
+class CommitPlace:
+    """Decides, commit by commit, whether it runs on the loop (see the module docstring)."""
+
+    __slots__ = ("_thread_until", "busy_commits", "loop_allowed", "slow_commits")
+
+    def __init__(self, loop_allowed: bool = True) -> None:
+        self.loop_allowed = loop_allowed  # False: every commit on the thread
+        self._thread_until = 0.0
+        self.slow_commits = 0  # commits on the loop that took longer than SLOW
+        self.busy_commits = 0  # commits that found the write lock taken
+
+    def on_loop(self, now: float) -> bool:
+        """Whether the commit starting at *now* (monotonic seconds) runs on the loop."""
+        return self.loop_allowed and now >= self._thread_until
+
+    def took(self, seconds: float, now: float) -> None:
+        """A commit on the loop ended at *now* after *seconds*."""
+        if seconds > SLOW:
+            self.slow_commits += 1
+            self._back_off(now, f"slow_commit ms={seconds * 1e3:.1f}")
+
+    def lock_taken(self, now: float) -> None:
+        """A commit on the loop found the write lock taken; it goes to the thread."""
+        self.busy_commits += 1
+        self._back_off(now, "write_lock_taken")
+
+    def _back_off(self, now: float, why: str) -> None:
+        if now >= self._thread_until:  # one line per back-off, not per commit
+            log.info("event=commits_on_thread reason=%s for_s=%g", why, BACK_OFF)
+        self._thread_until = now + BACK_OFF
