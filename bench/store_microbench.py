@@ -193,6 +193,9 @@ async def run(
         f"(wall {wall:.2f}s, {batcher.batches} batches, "
         f"{batcher.operations / max(1, batcher.batches):.1f} operations/batch)"
     )
+    place = getattr(store.backend, "place", None)
+    if place is not None:  # SQLite: commits that left the loop (storage/commit_place.py)
+        print(f"commits sent to the thread: slow {place.slow_commits}, lock {place.busy_commits}")
     await service.stop()
     await store.close()
 
