@@ -46,7 +46,8 @@ T = TypeVar("T")
 
 
 class SqliteBackend:
-    """SQLite on one worker thread (see the module docstring)."""
+    """SQLite through one connection: commits on the loop or the worker thread, reads
+    on the thread (see the module docstring)."""
 
     keeps_payloads = True
 
@@ -124,6 +125,9 @@ class SqliteBackend:
         return builder.finish(seq_floor=floor[0] if floor else 0)
 
     async def write(self, flush: Flush) -> None:
+        """Commit *flush*: here on the loop while commits stay quick and nothing else
+        is on the thread, else on the thread (``commit_place``); the same rows and
+        errors either way."""
         plan = write_plan(flush, SQLITE, sqlite_times())
         if self._handed == 0 and self.place.on_loop(time.monotonic()):
             try:
