@@ -243,8 +243,9 @@ class SqliteBackend:
 def _lock_taken(failed: FlushFailed) -> bool:
     """A write that did not start: another connection held the write lock."""
     error = failed.error
+    code = getattr(error, "sqlite_errorcode", None) or 0
     return (
         not failed.maybe_committed
         and isinstance(error, sqlite3.OperationalError)
-        and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+        and code & 0xFF == sqlite3.SQLITE_BUSY  # SQLITE_BUSY or one of its extended codes
     )
