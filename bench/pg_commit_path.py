@@ -83,14 +83,34 @@ class Commits:
         return Flush(item_deletes=deletes, item_upserts=upserts, events=events, max_seq=self.seq)
 
 
-def backend_of(src: Path) -> Any:
-    """``PostgresBackend`` of the checkout *src* (its module, on this one's package)."""
-    path = src / "xmpp_queue" / "storage" / "backend_postgres.py"
-    spec = importlib.util.spec_from_file_location("compared_backend_postgres", path)
+# Modules of the compared checkout that its backend imports its commit statements
+# from: loaded from there, under their own names, while its backend module loads.
+_ITS_OWN = ("pg_steady",)
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PostgresBackend
+    return module
+
+
+def backend_of(src: Path) -> Any:
+    """``PostgresBackend`` of the checkout *src* (its module and its statements, on
+    this one's package otherwise)."""
+    storage = src / "xmpp_queue" / "storage"
+    saved = {n: sys.modules.get(f"xmpp_queue.storage.{n}") for n in _ITS_OWN}
+    try:
+        for n in _ITS_OWN:
+            sys.modules[f"xmpp_queue.storage.{n}"] = _load(storage / f"{n}.py", f"compared_{n}")
+        return _load(storage / "backend_postgres.py", "compared_backend_postgres").PostgresBackend
+    finally:
+        for n, module in saved.items():
+            if module is None:
+                sys.modules.pop(f"xmpp_queue.storage.{n}", None)
+            else:
+                sys.modules[f"xmpp_queue.storage.{n}"] = module
 
 
 async def run(

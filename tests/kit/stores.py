@@ -18,7 +18,15 @@ from sqlalchemy import text
 from xmpp_queue.storage.backlog import DEFAULT_BUDGET
 from xmpp_queue.storage.store import StateStore
 
-TABLES = ("queue_events", "items", "subscriptions", "affiliations", "nodes", "node_placement")
+TABLES = (
+    "queue_events",
+    "items",
+    "subscriptions",
+    "affiliations",
+    "nodes",
+    "node_placement",
+    "commit_marks",
+)
 
 
 async def empty_pg(url: str) -> None:

@@ -2,12 +2,15 @@
 
 Which commits take it, and that it keeps what the general path guarantees: the
 rows written, ledger order, the fencing check (a fenced-out process writes and
-locks nothing) and a transaction id that the lost-COMMIT lookup can ask about.
-Real PostgreSQL (``XMPP_QUEUE_TEST_PG_URL``).
+locks nothing), and a commit whose answer is lost is looked up, not written
+twice nor reported failed when it happened (its commit mark). Real PostgreSQL
+(``XMPP_QUEUE_TEST_PG_URL``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +26,7 @@ from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_postgres import PostgresBackend
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import PostgresLease
-from xmpp_queue.storage.pg_steady import BEGIN_GENERAL, BEGIN_STEADY, STEADY, steady_arguments
+from xmpp_queue.storage.pg_steady import SESSION_PLANNER, STEADY, steady_arguments
 from xmpp_queue.storage.sql_rows import same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
 
@@ -96,26 +99,102 @@ async def test_a_steady_commit_writes_what_the_general_path_would(pg: str) -> No
         await backend.close()
 
 
-async def test_the_transaction_id_of_a_steady_commit_is_the_one_the_lookup_asks_about(
-    pg: str,
+class _AnswerLost:
+    """A connection whose ``fetchval`` loses its answer: after the server ran the
+    statement (*after*), or before sending it."""
+
+    def __init__(self, conn: asyncpg.Connection, after: bool) -> None:
+        self._conn, self._after = conn, after
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        if self._after:
+            await self._conn.fetchval(*args, **kwargs)
+        raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+
+
+class LosingAnswers(PostgresBackend):
+    """Loses the answer of the next steady statement (``_AnswerLost``)."""
+
+    lose: bool | None = None  # None: nothing lost
+
+    async def _write_steady(self, conn: asyncpg.Connection, flush: Flush, arrays: Any) -> None:
+        after, self.lose = self.lose, None
+        if after is not None:
+            conn = _AnswerLost(conn, after)  # type: ignore[assignment]
+        return await super()._write_steady(conn, flush, arrays)
+
+
+@pytest.mark.parametrize("after", [True, False], ids=["committed", "not-sent"])
+async def test_a_steady_commit_whose_answer_is_lost_is_looked_up_by_its_mark(
+    pg: str, after: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A COMMIT whose answer was lost is looked up by the id the statement returned."""
-    seen: list[int] = []
-
-    class Recording(PostgresBackend):
-        async def _write_steady(self, conn: asyncpg.Connection, arrays: list[Any]) -> int:
-            xid = await super()._write_steady(conn, arrays)
-            seen.append(xid)
-            return xid
-
-    backend = Recording(pg)
+    """Committed: the write succeeds (no error, nothing written twice). Not sent:
+    the write fails, surely not committed, so the store may write it again."""
+    backend = LosingAnswers(pg)
     try:
         await backend.load()
         await backend.write(Flush(node_upserts=[node("jobs")]))
         await backend.write(_steady_flush(range(1, 3)))
-        assert len(seen) == 1
-        assert await backend._outcome(seen[0]) == "committed"
+        backend.lose = after
+        with caplog.at_level(logging.INFO, "xmpp_queue.storage.store"):
+            if after:
+                await backend.write(_steady_flush(range(3, 5)))
+            else:
+                with pytest.raises(FlushFailed) as failed:
+                    await backend.write(_steady_flush(range(3, 5)))
+                assert not failed.value.maybe_committed
+        confirmed = [r.getMessage() for r in caplog.records if "commit_confirmed" in r.getMessage()]
+        assert confirmed == (
+            ["event=commit_confirmed serial=2 after=ConnectionDoesNotExistError"] if after else []
+        )
+        rows = await _rows(pg, "SELECT item_id FROM items ORDER BY seq")
+        assert [r[0] for r in rows] == (["i1", "i2", "i3", "i4"] if after else ["i1", "i2"])
+        assert len(await backend.ledger_events("jobs")) == (4 if after else 2)
+        await backend.write(_steady_flush(range(5, 6)))  # the backend serves on
+        assert len(await backend.ledger_events("jobs")) == (5 if after else 3)
     finally:
+        await backend.close()
+    marks = await _rows(pg, f"SELECT 1 FROM commit_marks WHERE writer = '{backend._writer}'")
+    assert marks == []  # deleted at close
+
+
+async def test_a_session_killed_in_a_steady_commit_is_an_outage_and_nothing_is_written(
+    pg: str,
+) -> None:
+    """A real lost answer: the statement waits for a lock another session holds, and
+    the server ends its session meanwhile. The lookup ends the old session's
+    doubt (it is gone) and reads the mark: not committed."""
+    backend = PostgresBackend(pg)
+    blocker = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await backend.load()
+        await backend.write(Flush(node_upserts=[node("jobs")]))
+        await backend.write(_steady_flush(range(1, 3)))
+        await blocker.execute("BEGIN; LOCK TABLE commit_marks IN EXCLUSIVE MODE")
+        writing = asyncio.ensure_future(backend.write(_steady_flush(range(3, 5))))
+        for _ in range(100):  # until the statement waits for the lock
+            waiting = await blocker.fetchval(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            if waiting is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert waiting is not None
+        await blocker.execute("SELECT pg_terminate_backend($1)", waiting)
+        with pytest.raises(FlushFailed) as failed:
+            await writing
+        await blocker.execute("COMMIT")
+        assert not failed.value.maybe_committed
+        rows = await _rows(pg, "SELECT item_id FROM items ORDER BY seq")
+        assert [r[0] for r in rows] == ["i1", "i2"]
+        await backend.write(_steady_flush(range(3, 5)))  # written again, once
+        assert len(await backend.ledger_events("jobs")) == 4
+    finally:
+        await blocker.close()
         await backend.close()
 
 
@@ -143,6 +222,10 @@ async def test_a_fenced_out_commit_writes_and_locks_nothing(pg: str, steady: boo
         rows = await _rows(pg, "SELECT item_id FROM items ORDER BY seq")
         assert [r[0] for r in rows] == ["i1", "i2"]
         assert len(await backend.ledger_events("jobs")) == 2
+        marks = await _rows(
+            pg, f"SELECT serial FROM commit_marks WHERE writer = '{backend._writer}'"
+        )
+        assert [r[0] for r in marks] == [1]  # set by the commit before; the refused one set none
         # No row of the refused commit stays locked: the new holder writes at once.
         conn = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
         try:
@@ -164,7 +247,8 @@ async def test_the_steady_statement_probes_the_index_of_a_table_the_planner_thin
     conn = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
     try:
         await conn.execute("ANALYZE items")  # empty: a scan would look cheapest
-        await conn.execute(BEGIN_STEADY)
+        await conn.execute(SESSION_PLANNER)  # the backend's session
+        await conn.execute("BEGIN")
         # The plan that runs: the generic one, kept with the prepared statement.
         await conn.execute(f"PREPARE steady AS {STEADY}")
         nulls = ", ".join(["NULL"] * STEADY.count("::"))
@@ -197,7 +281,7 @@ async def test_the_general_path_probes_the_index_of_a_table_the_planner_thinks_s
     try:
         await conn.execute("ANALYZE items")  # empty: a scan would look cheapest
         for mode in ("auto", "force_generic_plan"):
-            await conn.execute(f"{BEGIN_GENERAL}; SET LOCAL plan_cache_mode = {mode}")
+            await conn.execute(f"{SESSION_PLANNER}; BEGIN; SET LOCAL plan_cache_mode = {mode}")
             for sql, values in item_statements:
                 explained = await conn.fetch(f"EXPLAIN {sql}", *values)
                 plans.append("\n".join(r[0] for r in explained))

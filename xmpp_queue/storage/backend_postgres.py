@@ -4,16 +4,24 @@ asyncpg's ``executemany`` runs a prepared statement over all rows in one
 pipelined round trip and encodes datetimes in C. Going through SQLAlchemy would
 add a bind processor call per value and a cursor adaptation per statement, the
 very per-row Python this store exists to avoid. A steady-state commit (items
-and ledger rows only) is cheaper still as one statement over arrays
-(``pg_steady``): three round trips, and one execution on the server instead of
-one per row. A commit whose answer was lost is looked up by its transaction id;
-with a leader lease, every commit checks the lease token (fencing).
+and ledger rows only) is cheaper still as one statement over arrays, sent
+without BEGIN and COMMIT (``pg_steady``): one round trip, and one execution on
+the server instead of one per row. With a leader lease, every commit checks the
+lease token (fencing).
+
+A commit whose answer was lost (the connection died while it was on its way)
+may or may not have happened. A steady commit is looked up by its commit mark:
+the old session is ended, then the writer's row of ``commit_marks`` read (the
+serial this commit set, or an older one). Any other commit runs between BEGIN
+and COMMIT and is looked up by its transaction id. Either way a lost answer
+costs latency, not an error: the store is told whether to write the batch again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -30,8 +38,8 @@ from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder
 from xmpp_queue.storage.load_rows import whole_item
 from xmpp_queue.storage.pg_steady import (
-    BEGIN_GENERAL,
-    BEGIN_STEADY,
+    LOAD_PLANNER,
+    SESSION_PLANNER,
     STEADY,
     STEADY_FENCED,
     steady_arguments,
@@ -47,6 +55,9 @@ T = TypeVar("T")
 # PostgreSQL sequences are moved this far past the ids handed out, so a commit
 # touches them once per this many new items (another writer never collides).
 _SEQUENCE_STEP = 4096
+# Commit marks of writers that have not committed for this long are deleted at the
+# next load (a crashed process's row; a live writer's row comes back at its next commit).
+_STALE_MARKS = "DELETE FROM commit_marks WHERE at < now() - interval '1 day'"
 
 
 class PostgresBackend:
@@ -61,6 +72,9 @@ class PostgresBackend:
         self.fence = fence  # high availability: every commit checks our lease token
         self._seq_reserved = 0
         self._sub_id_reserved = 0
+        # This store's row of commit_marks and the serial of its last steady commit.
+        self._writer = f"{fence.name if fence else 'store'}/{uuid.uuid4().hex[:16]}"
+        self._serial = 0
         # One connection carries one call at a time: a read (payloads, ledger) must
         # not interleave with a commit, nor with setting up a new connection.
         self._busy = asyncio.Lock()
@@ -71,15 +85,17 @@ class PostgresBackend:
             self._conn = None
             try:
                 conn = await asyncpg.connect(self._dsn)
+                settings = SESSION_PLANNER
                 if self.fence is not None:
                     # A commit holds the lease row (the fencing check) until it ends. If
                     # this process froze mid-commit (SIGSTOP, a stalled VM), the server
                     # ends that transaction, releasing the row for a standby, before
                     # the lease term is over.
-                    await conn.execute(
-                        "SET idle_in_transaction_session_timeout = "
+                    settings += (
+                        "; SET idle_in_transaction_session_timeout = "
                         f"{int(self.fence.idle_limit * 1000)}"
                     )
+                await conn.execute(settings)
             except Exception as exc:
                 raise translate(exc, postgres_outage) from exc
             self._conn = conn
@@ -111,13 +127,19 @@ class PostgresBackend:
 
     async def load(self) -> MemoryState:
         async with self._busy:
-            return await self._load()
+            state = await self._load()
+            try:
+                await (await self._connection()).execute(_STALE_MARKS)
+            except Exception as exc:
+                raise self._lost(exc) from exc
+            return state
 
     async def _load(self) -> MemoryState:
         conn = await self._connection()
         builder = StateBuilder(postgres_when)
         try:
             async with conn.transaction(isolation="repeatable_read", readonly=True):
+                await conn.execute(LOAD_PLANNER)
                 builder.nodes(await conn.fetch(POSTGRES.load_nodes))
                 builder.affiliations(await conn.fetch(POSTGRES.load_affs))
                 builder.subscriptions(await conn.fetch(POSTGRES.load_subs))
@@ -160,32 +182,28 @@ class PostgresBackend:
 
     async def _write(self, flush: Flush) -> None:
         # A steady-state commit (items and ledger rows only) is one statement
-        # (``pg_steady``): BEGIN, that statement, COMMIT. Anything else goes the
-        # general way: the fencing check, then one ``executemany`` per statement.
+        # (``pg_steady``), committed by the server on its own. Anything else goes
+        # the general way: BEGIN, the fencing check, one ``executemany`` per
+        # statement, COMMIT.
         steady = steady_arguments(flush, same_time)
         plan = self._plan(flush) if steady is None else []
         try:
             conn = await self._connection()
         except StorageUnavailable as exc:
             raise FlushFailed(exc, maybe_committed=False) from exc
+        if steady is not None:
+            await self._write_steady(conn, flush, steady)
+            return
         try:
-            # BEGIN with the planner's settings for the commit, in one round trip
-            # (plain SQL, not asyncpg's Transaction, which sends BEGIN alone).
-            await conn.execute(BEGIN_GENERAL if steady is None else BEGIN_STEADY)
+            await conn.execute("BEGIN")
             # The transaction's id lets a COMMIT whose answer was lost be looked up.
-            if steady is not None:
-                xid = await self._write_steady(conn, steady)
-            else:
-                xid = await self._check_fence(conn)
-                for sql, rows in plan:
-                    await conn.executemany(sql, rows)
+            xid = await self._check_fence(conn)
+            for sql, rows in plan:
+                await conn.executemany(sql, rows)
             await self._reserve(conn, flush)
         except NotActive as exc:
             await conn.execute("ROLLBACK")
-            fence = self.fence
-            assert fence is not None
-            log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
-            raise FlushFailed(exc, maybe_committed=False) from exc
+            raise self._fenced(exc) from exc
         except BaseException as exc:
             if not conn.is_closed():
                 try:
@@ -217,16 +235,72 @@ class PostgresBackend:
             raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
         return int(xid)
 
-    async def _write_steady(self, conn: asyncpg.Connection, arrays: list[Any]) -> int:
-        """Write a steady-state commit in one statement; the transaction's id. With a
-        lease the statement writes nothing unless the fencing check passed."""
-        if self.fence is None:
-            return int(await conn.fetchval(STEADY, *arrays))
-        row = await conn.fetchrow(STEADY_FENCED, *arrays, self.fence.name, self.fence.token)
-        assert row is not None
-        if not row[1]:
-            raise NotActive(f"lease {self.fence.name} is no longer ours; not committing")
-        return int(row[0])
+    def _fenced(self, exc: NotActive) -> FlushFailed:
+        fence = self.fence
+        assert fence is not None
+        log.error("event=commit_fenced name=%s token=%d", fence.name, fence.token)
+        return FlushFailed(exc, maybe_committed=False)
+
+    async def _write_steady(
+        self, conn: asyncpg.Connection, flush: Flush, arrays: list[Any]
+    ) -> None:
+        """Write a steady-state commit: one statement, committed by the server on its
+        own. With a lease it writes nothing unless the fencing check passed."""
+        try:
+            # Before the rows: no id of this commit is ever in the database unreserved.
+            await self._reserve(conn, flush)
+        except BaseException as exc:
+            raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
+        self._serial += 1
+        serial, pid = self._serial, conn.get_server_pid()
+        args = [*arrays, self._writer, serial]
+        if self.fence is not None:
+            args += [self.fence.name, self.fence.token]
+        try:
+            ours = await conn.fetchval(STEADY if self.fence is None else STEADY_FENCED, *args)
+        except BaseException as exc:
+            if _refused(exc) and not conn.is_closed():
+                # The server answered with an error: the statement's transaction ended
+                # without committing, and the connection serves on.
+                raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
+            # The answer is lost: the commit may have happened. End the old session,
+            # then read the mark it would have set.
+            lost = self._lost(exc)
+            conn.terminate()  # a no-op when it is closed already
+            if self._conn is conn:
+                self._conn = None
+            outcome = await self._mark_outcome(pid, serial)
+            if outcome == "committed":
+                log.info("event=commit_confirmed serial=%d after=%s", serial, type(exc).__name__)
+                return
+            raise FlushFailed(lost, maybe_committed=outcome != "aborted") from exc
+        if not ours:
+            assert self.fence is not None
+            not_ours = NotActive(f"lease {self.fence.name} is no longer ours; not committing")
+            raise self._fenced(not_ours)
+
+    async def _mark_outcome(self, pid: int, serial: int) -> str | None:
+        """Whether the steady commit *serial*, sent on the session of server process
+        *pid*, happened ("committed" / "aborted"), asked on a new connection once that
+        session has ended (it is ended here if it has not); None if that cannot be
+        learnt now."""
+        try:
+            conn = await self._connection()
+            await conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1", pid
+            )
+            for _ in range(40):
+                if not await conn.fetchval(
+                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", pid
+                ):
+                    marked = await conn.fetchval(
+                        "SELECT serial FROM commit_marks WHERE writer = $1", self._writer
+                    )
+                    return "committed" if marked == serial else "aborted"
+                await asyncio.sleep(0.05)
+        except Exception as exc:
+            self._lost(exc)
+        return None
 
     async def _outcome(self, xid: int) -> str | None:
         """Whether transaction *xid* committed ("committed" / "aborted"), asked on a
@@ -288,9 +362,23 @@ class PostgresBackend:
         return [ledger_event(r, postgres_when) for r in rows]
 
     async def close(self) -> None:
+        if self._conn is not None and self._serial and not self._conn.is_closed():
+            try:  # this store's commit mark is of no more use
+                await self._conn.execute(
+                    "DELETE FROM commit_marks WHERE writer = $1", self._writer, timeout=5
+                )
+            except Exception:
+                pass  # a stale mark is deleted by a later load
         if self._conn is not None:
             try:
                 await self._conn.close(timeout=5)
             except Exception:
                 self._conn.terminate()
             self._conn = None
+
+
+def _refused(exc: BaseException) -> bool:
+    """*exc* is the server's answer refusing a statement (an ``ERROR``, which ends
+    the statement's transaction without committing it), not a lost answer: a
+    ``FATAL`` error ends the session, maybe after the commit."""
+    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "severity", None) == "ERROR"

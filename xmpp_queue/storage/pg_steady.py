@@ -1,13 +1,19 @@
-"""The steady-state PostgreSQL commit: one statement over arrays.
+"""The steady-state PostgreSQL commit: one statement over arrays, one round trip.
 
 Why: at steady state a commit of a queue only deletes acked items, upserts
 published and locked ones and appends ledger rows. Written the general way
 (``write_plan``) that is a fencing check and three ``executemany`` calls, four
 round trips besides BEGIN and COMMIT, and the server executes the prepared
 statement once per row. Here the same rows go as one array per column into a
-single statement whose data-modifying CTEs do all of it, and whose result is the
-transaction id (for the lost-COMMIT lookup) and, with a lease, the fencing
-check: BEGIN, this statement, COMMIT.
+single statement whose data-modifying CTEs do all of it, with, under a lease,
+the fencing check. The statement is sent on its own, without BEGIN and COMMIT:
+the server runs it as a transaction of its own and commits it before answering,
+so the whole commit is one round trip (it was three with BEGIN and COMMIT).
+
+A commit whose answer is lost (the connection died meanwhile) is looked up by
+its **commit mark**: the statement also sets its writer's row of
+``commit_marks`` to the commit's serial number, so once the dead session has
+ended that row says whether the commit happened (``backend_postgres``).
 
 What keeps the meaning of the general path:
 
@@ -17,10 +23,10 @@ What keeps the meaning of the general path:
   and no key is upserted twice (``ON CONFLICT DO UPDATE`` may touch a row once).
   Anything else (nodes, subscriptions, affiliations, snapshots, purges: the
   tables with foreign keys between them) takes the general path.
-- With a lease the check comes first: every other sub-statement reads the
-  check's row (``EXISTS (SELECT FROM fence)``) and writes nothing unless the
-  lease row was ours, so a fenced-out process touches no item row, holds no
-  item lock, and rolls back.
+- With a lease the check comes first: every other sub-statement (the commit
+  mark too) reads the check's row (``EXISTS (SELECT FROM fence)``) and writes
+  nothing unless the lease row was ours, so a fenced-out process touches no
+  row and holds no item lock.
 - Ledger rows get their ids in array order (a function scan keeps it).
 
 An item row to delete or update is found by one probe of the unique index per
@@ -66,8 +72,9 @@ class _Params:
 
 
 def _statement(fenced: bool) -> str:
-    """The statement; with *fenced*, its last two parameters are the lease's name
-    and token (``FENCE_CHECK``) and its second column whether the lease was ours."""
+    """The statement. After the arrays come the writer and serial of the commit
+    mark; with *fenced*, then the lease's name and token (``FENCE_CHECK``). Its
+    one column says whether the lease was ours (always true without a lease)."""
     items, ledger = schema.items, schema.ledger
     p = _Params()
     gate = " AND EXISTS (SELECT FROM fence)" if fenced else ""
@@ -94,28 +101,33 @@ def _statement(fenced: bool) -> str:
         f"events AS (INSERT INTO {ledger.name} ({', '.join(LEDGER_FIELDS)})"
         f" SELECT * FROM {p.arrays(ledger, LEDGER_FIELDS)}{where})",
     ]
+    marks, writer, serial = schema.commit_marks.name, p.count + 1, p.count + 2
+    parts.append(
+        f"marked AS (INSERT INTO {marks} (writer, serial, at)"
+        f" SELECT ${writer}::VARCHAR, ${serial}::BIGINT, now(){where}"
+        " ON CONFLICT (writer) DO UPDATE SET serial = excluded.serial, at = excluded.at)"
+    )
     if not fenced:
-        return "WITH " + ", ".join(parts) + " SELECT txid_current()"
-    check = FENCE_CHECK.replace("$1", f"${p.count + 1}").replace("$2", f"${p.count + 2}")
+        return "WITH " + ", ".join(parts) + " SELECT true"
+    check = FENCE_CHECK.replace("$1", f"${serial + 1}").replace("$2", f"${serial + 2}")
     fence = f"fence AS ({check} RETURNING 1)"
-    ours = "EXISTS (SELECT FROM fence)"
-    return "WITH " + ", ".join([fence, *parts]) + f" SELECT txid_current(), {ours}"
+    return "WITH " + ", ".join([fence, *parts]) + " SELECT EXISTS (SELECT FROM fence)"
 
 
-# The steady statement is planned once (a generic plan, kept with the prepared
-# statement: a plan for each commit's array lengths would cost the server more
-# than the statement) and with sequential scans off. The items table churns (a
-# row inserted, updated and deleted per item), so between two autovacuum runs it
-# holds many dead rows, which a scan reads at every commit, while the planner,
-# going by the last statistics, believes the table small and would rather scan
-# it than probe its index.
-BEGIN_STEADY = (
-    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan"
-)
-# The general path's statements name one item row by its key, but on the same churned
-# table the planner, believing it small, plans a scan for them too: off as well (a
-# statement with no usable index still scans; this only makes a scan the last resort).
-BEGIN_GENERAL = "BEGIN; SET LOCAL enable_seqscan = off"
+# The backend's session plans every statement once (a generic plan, kept with the
+# prepared statement: a plan for each commit's array lengths would cost the server
+# more than the steady statement) and with sequential scans off. The items table
+# churns (a row inserted, updated and deleted per item), so between two autovacuum
+# runs it holds many dead rows, which a scan reads at every commit, while the
+# planner, going by the last statistics, believes the table small and would rather
+# scan it than probe its index. The general path's statements and the reads name
+# rows by key too; a statement with no usable index still scans (this only makes
+# a scan the last resort). Set for the session, not per transaction, because the
+# steady statement runs outside any BEGIN.
+SESSION_PLANNER = "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan"
+# A load reads whole tables once: there a scan is the right plan, planned for the
+# values at hand.
+LOAD_PLANNER = "SET LOCAL enable_seqscan = on; SET LOCAL plan_cache_mode = auto"
 STEADY = _statement(fenced=False)
 STEADY_FENCED = _statement(fenced=True)
 

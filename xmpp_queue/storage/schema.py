@@ -235,6 +235,22 @@ class LeaseRow(Base):
     last_commit_at: Mapped[datetime | None]
 
 
+class CommitMarkRow(Base):
+    """The serial number of a writing process's last steady-state PostgreSQL commit.
+
+    That commit is one statement sent without ``BEGIN`` and ``COMMIT``; when the
+    connection dies before its answer arrives, this row says whether it happened
+    (``backend_postgres``). One row per writing process (lease name or ``store``,
+    then a random id); SQLite never writes it.
+    """
+
+    __tablename__ = "commit_marks"
+
+    writer: Mapped[str] = mapped_column(String(), primary_key=True)
+    serial: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[datetime]
+
+
 class MemberRow(Base):
     """Every running process of a component, active or standing by, for ``status``."""
 
@@ -276,3 +292,4 @@ leases = cast(Table, LeaseRow.__table__)
 members = cast(Table, MemberRow.__table__)
 snapshots = cast(Table, SnapshotRow.__table__)
 placements = cast(Table, PlacementRow.__table__)
+commit_marks = cast(Table, CommitMarkRow.__table__)

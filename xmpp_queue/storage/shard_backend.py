@@ -45,6 +45,7 @@ from xmpp_queue.storage.load import (
     SUBSCRIPTION_FIELDS,
     StateBuilder,
 )
+from xmpp_queue.storage.pg_steady import LOAD_PLANNER
 from xmpp_queue.storage.sql_rows import postgres_when
 from xmpp_queue.storage.sql_statements import (
     POSTGRES,
@@ -220,6 +221,7 @@ class ShardBackend(PostgresBackend):
             seq_floor, sub_floor = await self._reserve_blocks()
             conn = await self._connection()
             async with conn.transaction(isolation="repeatable_read", readonly=True):
+                await conn.execute(LOAD_PLANNER)
                 builder.nodes(await conn.fetch(LOAD_NODES, self.shard))
                 builder.affiliations(await conn.fetch(LOAD_AFFS, self.shard))
                 builder.subscriptions(await conn.fetch(LOAD_SUBS, self.shard))
