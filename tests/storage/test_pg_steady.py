@@ -99,8 +99,29 @@ async def test_a_steady_commit_writes_what_the_general_path_would(pg: str) -> No
         await backend.close()
 
 
+async def test_a_general_commit_is_looked_up_by_its_transaction_id(pg: str) -> None:
+    """The general path (BEGIN … COMMIT) keeps the transaction-id lookup: the id its
+    fencing check read is the one the lookup asks about."""
+    seen: list[int] = []
+
+    class Recording(PostgresBackend):
+        async def _check_fence(self, conn: asyncpg.Connection) -> int:
+            xid = await super()._check_fence(conn)
+            seen.append(xid)
+            return xid
+
+    backend = Recording(pg)
+    try:
+        await backend.load()
+        await backend.write(Flush(node_upserts=[node("jobs")]))
+        assert len(seen) == 1
+        assert await backend._outcome(seen[0]) == "committed"
+    finally:
+        await backend.close()
+
+
 class _AnswerLost:
-    """A connection whose ``fetchval`` loses its answer: after the server ran the
+    """A connection whose ``fetchrow`` loses its answer: after the server ran the
     statement (*after*), or before sending it."""
 
     def __init__(self, conn: asyncpg.Connection, after: bool) -> None:
@@ -109,9 +130,9 @@ class _AnswerLost:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
-    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
         if self._after:
-            await self._conn.fetchval(*args, **kwargs)
+            await self._conn.fetchrow(*args, **kwargs)
         raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
 
 
@@ -161,19 +182,48 @@ async def test_a_steady_commit_whose_answer_is_lost_is_looked_up_by_its_mark(
     assert marks == []  # deleted at close
 
 
+async def test_a_mark_deleted_under_a_live_writer_comes_back_and_is_never_misread(
+    pg: str,
+) -> None:
+    """Another process's load deletes marks a day old, a live but idle writer's too.
+    Its next commit (answered) makes the row again; a lost answer meanwhile cannot
+    be looked up, so it counts as maybe committed, never as surely not."""
+    backend = LosingAnswers(pg)
+    drop = f"DELETE FROM commit_marks WHERE writer = '{backend._writer}' RETURNING 1"
+    mark = f"SELECT serial FROM commit_marks WHERE writer = '{backend._writer}'"
+    try:
+        await backend.load()
+        await backend.write(Flush(node_upserts=[node("jobs")]))
+        assert await _rows(pg, drop)
+        await backend.write(_steady_flush(range(1, 3)))
+        assert [r[0] for r in await _rows(pg, mark)] == [1]
+        assert await _rows(pg, drop)
+        backend.lose = True  # committed, but its mark had no row to set
+        with pytest.raises(FlushFailed) as failed:
+            await backend.write(_steady_flush(range(3, 5)))
+        assert failed.value.maybe_committed
+        rows = await _rows(pg, "SELECT item_id FROM items ORDER BY seq")
+        assert [r[0] for r in rows] == ["i1", "i2", "i3", "i4"]
+    finally:
+        await backend.close()
+
+
 async def test_a_session_killed_in_a_steady_commit_is_an_outage_and_nothing_is_written(
     pg: str,
 ) -> None:
-    """A real lost answer: the statement waits for a lock another session holds, and
-    the server ends its session meanwhile. The lookup ends the old session's
-    doubt (it is gone) and reads the mark: not committed."""
+    """A real lost answer: the statement waits for the lock another session holds on
+    the writer's mark, and the server ends its session meanwhile. The lookup waits
+    until the old session is gone and reads the mark: not committed."""
     backend = PostgresBackend(pg)
     blocker = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
     try:
         await backend.load()
         await backend.write(Flush(node_upserts=[node("jobs")]))
         await backend.write(_steady_flush(range(1, 3)))
-        await blocker.execute("BEGIN; LOCK TABLE commit_marks IN EXCLUSIVE MODE")
+        await blocker.execute("BEGIN")
+        await blocker.execute(
+            "SELECT FROM commit_marks WHERE writer = $1 FOR UPDATE", backend._writer
+        )
         writing = asyncio.ensure_future(backend.write(_steady_flush(range(3, 5))))
         for _ in range(100):  # until the statement waits for the lock
             waiting = await blocker.fetchval(

@@ -37,8 +37,10 @@ from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import FENCE_CHECK, Fence
 from xmpp_queue.storage.load import StateBuilder
 from xmpp_queue.storage.load_rows import whole_item
+from xmpp_queue.storage.pg_outcomes import NO_SERIAL, mark_outcome, refused, transaction_outcome
 from xmpp_queue.storage.pg_steady import (
     LOAD_PLANNER,
+    MARK_ROW,
     SESSION_PLANNER,
     STEADY,
     STEADY_FENCED,
@@ -96,6 +98,7 @@ class PostgresBackend:
                         f"{int(self.fence.idle_limit * 1000)}"
                     )
                 await conn.execute(settings)
+                await conn.execute(MARK_ROW, self._writer, NO_SERIAL)
             except Exception as exc:
                 raise translate(exc, postgres_outage) from exc
             self._conn = conn
@@ -257,9 +260,9 @@ class PostgresBackend:
         if self.fence is not None:
             args += [self.fence.name, self.fence.token]
         try:
-            ours = await conn.fetchval(STEADY if self.fence is None else STEADY_FENCED, *args)
+            row = await conn.fetchrow(STEADY if self.fence is None else STEADY_FENCED, *args)
         except BaseException as exc:
-            if _refused(exc) and not conn.is_closed():
+            if refused(exc) and not conn.is_closed():
                 # The server answered with an error: the statement's transaction ended
                 # without committing, and the connection serves on.
                 raise FlushFailed(self._lost(exc), maybe_committed=False) from exc
@@ -274,46 +277,37 @@ class PostgresBackend:
                 log.info("event=commit_confirmed serial=%d after=%s", serial, type(exc).__name__)
                 return
             raise FlushFailed(lost, maybe_committed=outcome != "aborted") from exc
-        if not ours:
+        assert row is not None
+        if row[0] and not row[1]:
+            await self._mark_again(conn, serial)
+        if not row[0]:
             assert self.fence is not None
             not_ours = NotActive(f"lease {self.fence.name} is no longer ours; not committing")
             raise self._fenced(not_ours)
 
-    async def _mark_outcome(self, pid: int, serial: int) -> str | None:
-        """Whether the steady commit *serial*, sent on the session of server process
-        *pid*, happened ("committed" / "aborted"), asked on a new connection once that
-        session has ended (it is ended here if it has not); None if that cannot be
-        learnt now."""
+    async def _mark_again(self, conn: asyncpg.Connection, serial: int) -> None:
+        """The writer's row was missing (deleted as stale by another process's load
+        while this one sat idle for a day): make it again. Until it is back a lost
+        answer cannot be looked up and counts as maybe committed."""
         try:
-            conn = await self._connection()
-            await conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1", pid
-            )
-            for _ in range(40):
-                if not await conn.fetchval(
-                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", pid
-                ):
-                    marked = await conn.fetchval(
-                        "SELECT serial FROM commit_marks WHERE writer = $1", self._writer
-                    )
-                    return "committed" if marked == serial else "aborted"
-                await asyncio.sleep(0.05)
+            await conn.execute(MARK_ROW, self._writer, serial)
+        except Exception as exc:
+            self._lost(exc)  # the next connection makes it
+
+    async def _mark_outcome(self, pid: int, serial: int) -> str | None:
+        """Whether steady commit *serial* (sent on server process *pid*) happened,
+        asked on a new connection (``pg_outcomes``); None if that cannot be learnt."""
+        try:
+            return await mark_outcome(await self._connection(), pid, self._writer, serial)
         except Exception as exc:
             self._lost(exc)
         return None
 
     async def _outcome(self, xid: int) -> str | None:
-        """Whether transaction *xid* committed ("committed" / "aborted"), asked on a
-        new connection after the old one died in its COMMIT; None if that cannot be
-        learnt now. A killed session's transaction is "in progress" until the server
-        has rolled it back: asked again for a moment."""
+        """Whether transaction *xid* committed, asked on a new connection after the
+        old one died in its COMMIT (``pg_outcomes``); None if that cannot be learnt."""
         try:
-            conn = await self._connection()
-            for _ in range(40):
-                status = await conn.fetchval("SELECT txid_status($1)", xid)
-                if status != "in progress":
-                    return str(status) if status else None
-                await asyncio.sleep(0.05)
+            return await transaction_outcome(await self._connection(), xid)
         except Exception as exc:
             self._lost(exc)
         return None
@@ -362,7 +356,7 @@ class PostgresBackend:
         return [ledger_event(r, postgres_when) for r in rows]
 
     async def close(self) -> None:
-        if self._conn is not None and self._serial and not self._conn.is_closed():
+        if self._conn is not None and not self._conn.is_closed():
             try:  # this store's commit mark is of no more use
                 await self._conn.execute(
                     "DELETE FROM commit_marks WHERE writer = $1", self._writer, timeout=5
@@ -375,10 +369,3 @@ class PostgresBackend:
             except Exception:
                 self._conn.terminate()
             self._conn = None
-
-
-def _refused(exc: BaseException) -> bool:
-    """*exc* is the server's answer refusing a statement (an ``ERROR``, which ends
-    the statement's transaction without committing it), not a lost answer: a
-    ``FATAL`` error ends the session, maybe after the commit."""
-    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "severity", None) == "ERROR"
