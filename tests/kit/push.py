@@ -90,5 +90,9 @@ class Receiver:
         return {s.item for s in self.seen if 200 <= s.status < 300}
 
     async def until(self, predicate: Callable[[list[Seen]], Any], within: float = 30) -> None:
-        async with self.arrived:
-            await asyncio.wait_for(self.arrived.wait_for(lambda: predicate(self.seen)), within)
+        """Wait until *predicate* holds for what arrived; a timeout says what did."""
+        try:
+            async with self.arrived:
+                await asyncio.wait_for(self.arrived.wait_for(lambda: predicate(self.seen)), within)
+        except TimeoutError:
+            raise AssertionError(f"not within {within} s; arrived: {self.seen}") from None
