@@ -31,7 +31,7 @@ What keeps the meaning of the general path:
 
 An item row to delete or update is found by one probe of the unique index per
 key (its ``ctid``), never by a join the planner might make a scan of the table
-(``BEGIN_STEADY``). A ``ctid`` read in the statement's snapshot names the row the
+(``SESSION_PLANNER``). A ``ctid`` read in the statement's snapshot names the row the
 statement then changes because nobody else writes that row meanwhile: an item
 row is written only by the process holding its node's lease, one commit at a
 time (the lease row's lock, taken by the fencing check), and readers never move
