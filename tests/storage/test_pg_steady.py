@@ -23,7 +23,7 @@ from tests.kit.stores import empty_database
 from xmpp_queue.core.errors import NotActive
 from xmpp_queue.core.ledger import EventKind, LedgerEvent
 from xmpp_queue.storage.backend import FlushFailed
-from xmpp_queue.storage.backend_postgres import PostgresBackend
+from xmpp_queue.storage.backend_postgres import _STALE_MARKS, PostgresBackend
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import PostgresLease
 from xmpp_queue.storage.pg_steady import SESSION_PLANNER, STEADY, steady_arguments
@@ -309,6 +309,34 @@ async def test_the_steady_statement_probes_the_index_of_a_table_the_planner_thin
         await conn.close()
     assert "Seq Scan" not in plan, plan
     assert "Tid Scan on items" in plan, plan  # rows found by key, then by row id
+
+
+async def test_the_session_never_compiles_a_statement(pg: str) -> None:
+    """With scans priced out, a statement that must scan (the stale commit marks'
+    delete at every load) looked to the planner like 10^10 cost units, and the
+    server compiled it with LLVM at each execution (40-150 ms on a slow machine).
+    JIT stays off for the session, through a load (asyncpg's type lookup saves and
+    restores ``jit`` at session level) and a steady commit."""
+    backend = PostgresBackend(pg)
+    try:
+        await backend.load()
+        await backend.write(Flush(node_upserts=[node("jobs")]))
+        await backend.write(_steady_flush(range(1, 3)))
+        conn = await backend._connection()
+        assert await conn.fetchval("SHOW jit") == "off"
+        explained = await conn.fetch(f"EXPLAIN (ANALYZE) {_STALE_MARKS}")
+        assert not any("JIT" in r[0] for r in explained), explained
+        # Where the server can compile, the same statement would be, with scans off.
+        fresh = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            if await fresh.fetchval("SELECT pg_jit_available() AND current_setting('jit')::bool"):
+                await fresh.execute("SET enable_seqscan = off")
+                compiled = await fresh.fetch(f"EXPLAIN {_STALE_MARKS}")
+                assert any("JIT" in r[0] for r in compiled), compiled
+        finally:
+            await fresh.close()
+    finally:
+        await backend.close()
 
 
 async def test_the_general_path_probes_the_index_of_a_table_the_planner_thinks_small(

@@ -128,7 +128,19 @@ def _statement(fenced: bool) -> str:
 # rows by key too; a statement with no usable index still scans (this only makes
 # a scan the last resort). Set for the session, not per transaction, because the
 # steady statement runs outside any BEGIN.
-SESSION_PLANNER = "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan"
+#
+# JIT compilation is off for the session: with scans priced out, a statement that
+# must scan (the stale commit marks' delete, on a table of a few rows) looks to
+# the planner like 10^10 cost units, far above every JIT threshold, and the server
+# compiled it with LLVM at every execution: 40 ms on a slow machine, 150 ms for a
+# session's first, at every load and so in every takeover. The session's
+# statements each touch a few rows, where compiling never pays. Loads keep it off
+# too: asyncpg's type lookup saves and restores ``jit`` for the session
+# (``set_config(..., false)``), so a ``SET LOCAL jit`` in a load's transaction
+# would outlive it.
+SESSION_PLANNER = (
+    "SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan; SET jit = off"
+)
 # A load reads whole tables once: there a scan is the right plan, planned for the
 # values at hand.
 LOAD_PLANNER = "SET LOCAL enable_seqscan = on; SET LOCAL plan_cache_mode = auto"
