@@ -114,8 +114,8 @@ def test_revisions_step_by_step_and_back_down(empty_db: str) -> None:
     assert _inspect(empty_db, _tables) <= {"alembic_version"}
 
 
-def test_commit_marks_is_the_revision_at_head() -> None:
-    assert migrations.head_revision() == "0010_commit_marks"
+def test_steady_row_types_is_the_revision_at_head() -> None:
+    assert migrations.head_revision() == "0011_steady_row_types"
 
 
 async def test_migrations_run_from_inside_a_running_event_loop(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_failing_revision_leaves_nothing_behind(
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
         'revision = "0099_broken"\n'
-        'down_revision = "0010_commit_marks"\n'
+        'down_revision = "0011_steady_row_types"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -165,7 +165,7 @@ def test_a_failing_revision_leaves_nothing_behind(
     monkeypatch.setenv("XMPP_QUEUE_MIGRATIONS", str(scripts))
     with pytest.raises(Exception, match="no_such_table"):
         migrations.upgrade(empty_db)
-    assert migrations.current_revision(empty_db) == "0010_commit_marks"
+    assert migrations.current_revision(empty_db) == "0011_steady_row_types"
     tables = _inspect(empty_db, _tables)
     assert "half_done" not in tables and ledger_names.TABLE in tables
 

@@ -26,7 +26,8 @@ from xmpp_queue.storage.backend import FlushFailed
 from xmpp_queue.storage.backend_postgres import _STALE_MARKS, PostgresBackend
 from xmpp_queue.storage.flush import Flush
 from xmpp_queue.storage.lease import PostgresLease
-from xmpp_queue.storage.pg_steady import SESSION_PLANNER, STEADY, steady_arguments
+from xmpp_queue.storage.load import ITEM_COLD_FIELDS, ITEM_FIELDS, LEDGER_FIELDS
+from xmpp_queue.storage.pg_steady import ROW_TYPES, SESSION_PLANNER, STEADY, steady_arguments
 from xmpp_queue.storage.sql_rows import same_time, write_plan
 from xmpp_queue.storage.sql_statements import POSTGRES
 
@@ -309,6 +310,32 @@ async def test_the_steady_statement_probes_the_index_of_a_table_the_planner_thin
         await conn.close()
     assert "Seq Scan" not in plan, plan
     assert "Tid Scan on items" in plan, plan  # rows found by key, then by row id
+
+
+async def test_each_row_type_lists_the_fields_the_code_sends_with_their_columns_types(
+    pg: str,
+) -> None:
+    """The steady statement binds arrays of rows of the ``steady_*`` types: a field
+    added to the code's rows (or a column's type changed) without the type altered
+    by a migration would fail every steady commit."""
+    parts = dict(zip(ROW_TYPES, (("node_id", "item_id"), ITEM_FIELDS, ITEM_COLD_FIELDS,
+                                 LEDGER_FIELDS), strict=True))  # fmt: skip
+    tables = {"steady_event": "queue_events"}
+    attributes = (
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+        " JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname = $1"
+        " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+    )
+    conn = await asyncpg.connect(pg.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        for row_type, fields in parts.items():
+            declared = [tuple(r) for r in await conn.fetch(attributes, row_type)]
+            columns = dict(
+                tuple(r) for r in await conn.fetch(attributes, tables.get(row_type, "items"))
+            )
+            assert declared == [(f, columns[f]) for f in fields], row_type
+    finally:
+        await conn.close()
 
 
 async def test_the_session_never_compiles_a_statement(pg: str) -> None:
