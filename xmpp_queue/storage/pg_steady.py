@@ -8,10 +8,11 @@ statement once per row. Here the same rows go as one array of rows per part
 (item keys to delete, items, cold items, ledger rows; each of a composite type,
 ``ROW_TYPES``) into a single statement whose data-modifying CTEs do all of it,
 with, under a lease, the fencing check. Arrays of rows, not one array per column
-(49 of them): asyncpg checks every value of a column array on its own, so that
-cost the client a quarter more CPU per commit, and the server bound 49 parameters. The statement is sent on its own, without BEGIN and COMMIT:
-the server runs it as a transaction of its own and commits it before answering,
-so the whole commit is one round trip (it was three with BEGIN and COMMIT).
+(49 of them): asyncpg checks every value of a column array on its own, which was
+about a third of the client's CPU per commit, and the server bound 49
+parameters. The statement is sent on its own, without BEGIN and COMMIT: the
+server runs it as a transaction of its own and commits it before answering, so
+the whole commit is one round trip (it was three with BEGIN and COMMIT).
 
 A commit whose answer is lost (the connection died meanwhile) is looked up by
 its **commit mark**: the statement also sets its writer's row of
