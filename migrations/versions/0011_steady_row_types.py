@@ -8,8 +8,8 @@ A steady-state commit on PostgreSQL is one statement whose data-modifying parts
 read their rows from arrays. It bound one array per column (49 of them); these
 composite types let each part bind one array of rows instead (``unnest($1::
 steady_item[])``). asyncpg then checks each row once, where it checked every
-value of every column array, which cost the client about a quarter of its CPU per
-commit; the server binds four parameters instead of 49. Each type lists the
+value of every column array, about a third of the client's CPU per commit; the
+server binds four parameters instead of 49. Each type lists the
 columns the statement writes, in the order the store's code sends them, with the
 columns' own types. A migration that adds a column to ``items`` or
 ``queue_events`` that the steady commit writes alters the matching type too
