@@ -318,8 +318,8 @@ async def test_each_row_type_lists_the_fields_the_code_sends_with_their_columns_
     """The steady statement binds arrays of rows of the ``steady_*`` types: a field
     added to the code's rows (or a column's type changed) without the type altered
     by a migration would fail every steady commit."""
-    parts = dict(zip(ROW_TYPES, (("node_id", "item_id"), ITEM_FIELDS, ITEM_COLD_FIELDS,
-                                 LEDGER_FIELDS), strict=True))  # fmt: skip
+    fields_of = (("node_id", "item_id"), ITEM_FIELDS, ITEM_COLD_FIELDS, LEDGER_FIELDS)
+    parts = dict(zip(ROW_TYPES, fields_of, strict=True))
     tables = {"steady_event": "queue_events"}
     attributes = (
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
