@@ -38,7 +38,7 @@ from typing import Any
 from xmpp_queue.app.core_inputs import service_settings
 from xmpp_queue.app.ending import serve
 from xmpp_queue.app.run import signals_set, standby_http
-from xmpp_queue.app.term import serve_term
+from xmpp_queue.app.term import serve_term, warm_up
 from xmpp_queue.config import Settings
 
 log = logging.getLogger("xmpp_queue.sharding")
@@ -122,10 +122,8 @@ async def run_sharded(settings: Settings) -> int:
 def _warm_up() -> None:
     """Import what a term needs before taking any lease: a term's first seconds are
     inside its lease, and the imports of a cold process take a good part of one."""
-    import xmpp_queue.admin.commands
-    import xmpp_queue.push.registry
+    warm_up()
     import xmpp_queue.storage.shard_backend
-    import xmpp_queue.xmpp.component
     import xmpp_queue.xmpp.directory_component  # noqa: F401
 
 

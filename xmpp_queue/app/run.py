@@ -21,7 +21,7 @@ from xmpp_queue.settings import Settings
 
 if TYPE_CHECKING:
     pass
-from xmpp_queue.app.term import serve_term
+from xmpp_queue.app.term import serve_term, warm_up
 
 log = logging.getLogger("xmpp_queue.app")
 
@@ -69,6 +69,7 @@ async def _run_with_lease(settings: Settings, stop: asyncio.Event) -> int:
     lease = PostgresLease(
         settings.database.url, settings.component.jid, ttl=settings.database.lease_seconds
     )
+    warm_up()
     try:
         while not stop.is_set():
             standby = await standby_http(settings, lease.holder)
