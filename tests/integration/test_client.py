@@ -228,6 +228,42 @@ async def test_a_trickle_of_items_is_acked_in_shared_retracts_with_ack_linger(
     assert await publisher.items(node) == []
 
 
+async def test_a_trickle_arrives_in_full_batches_with_batch_wait(
+    publisher: Publisher, worker: WorkerFactory
+) -> None:
+    """``batch_wait`` (``pubsub#queue_batch_wait``) through the real server: items
+    published one at a time arrive four per notification, the short batch left at
+    the end comes once its oldest item has waited the wait, every item once; a wait
+    past the service's bound is refused with invalid-options."""
+    node = unique("q")
+    await publisher.create_queue(node, lock_timeout=60)
+    tally = Tally(10)
+
+    async def handle(job: Job) -> None:
+        tally.record(str(job.json()["n"]))
+
+    w = await worker("w1", node, handle, queue_requests=8, max_batch=4, batch_wait=1.5)
+    loop = asyncio.get_running_loop()
+    for n in range(10):  # a trickle: 4 + 4 fill batches, the last 2 wait
+        if n == 8:
+            short_batch_from = loop.time()
+        await (await publisher.submit(node, json_payload({"n": n})))
+        await asyncio.sleep(0.02)
+    await tally.wait()
+    waited = loop.time() - short_batch_from
+    await until(lambda: w.stats.acked == 10)
+    assert set(tally.done.values()) == {1} and len(tally.done) == 10
+    assert w.stats.notifications == 3, "not two full batches and a short one"
+    assert waited >= 1.2, f"the short batch came after {waited:.2f} s, not held"
+    assert w.stats.lost == w.stats.returned == w.stats.failed == 0
+    link = w.link
+    assert link is not None
+    with pytest.raises(StanzaError) as refused:
+        await link.subscribe(node, {"pubsub#queue_requests": 2, "pubsub#queue_batch_wait": 20000})
+    assert refused.value.condition in {"bad-request", "not-acceptable"}
+    assert refused.value.app_condition == "invalid-options"
+
+
 async def test_publish_with_an_id_returns_it_and_errors_are_typed(publisher: Publisher) -> None:
     node = unique("q")
     await publisher.create_queue(node)

@@ -18,6 +18,11 @@ After every step it checks:
 - **windows**: dispatch never pushes a subscription past its ``queue_requests``,
   and no notification carries more items than its subscriber's
   ``pubsub#queue_max_batch``;
+- **batch wait**: a ready item stays waiting while a subscriber has room only when
+  a subscriber with room set ``pubsub#queue_batch_wait``, fewer items are ready
+  than its batch, and (checked at every timer tick) the oldest ready item has
+  waited less than that wait; a restart loses the hold, and the start's tick
+  over every node sends what it held;
 - **batches**: a retract or unlock naming several items (XEP-0060 §13.11, our
   ``<unlock/>``) that succeeds acted on every one of them (one ledger row each);
   one that is refused changed nothing (the refusal rule above);
@@ -81,10 +86,12 @@ from xmpp_queue.core.effects import ItemNotice
 from xmpp_queue.core.errors import PubSubError
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, Affiliation, NewItem, PageRequest, SubscriptionState
+from xmpp_queue.core.queue.batch_wait import ready_since
 from xmpp_queue.core.queue.dispatch import takes_work
 from xmpp_queue.core.queue.single_active import active_subscription
 from xmpp_queue.core.service import PubSubService, ServiceSettings
 from xmpp_queue.core.service_access import ServiceAccess
+from xmpp_queue.core.subscribe_options import batch_wait_of, max_batch_of
 from xmpp_queue.storage.store import StateStore
 
 EXAMPLES = int(os.environ.get("XMPP_QUEUE_PROPERTY_EXAMPLES", "100"))
@@ -143,6 +150,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.window = 0  # the queue's dedup window, seconds
         self.age = 0  # the queue's priority age, seconds
         self.single_step = False  # the step was one operation (the priority check)
+        self.ticked = False  # the step ended with a timer tick (the batch wait's check)
         self.ordered = self.single_active = False
         self.key_of: dict[str, str | None] = {}  # item id -> its ordering key (last seen)
         self.loads: dict[str, int] = {}
@@ -375,11 +383,21 @@ class QueueMachine(RuleBasedStateMachine):
         worker=st.sampled_from(WORKERS),
         window=st.sampled_from([0, 1, 1, 1, 2, 3]),
         max_batch=st.sampled_from([None, 1, 2, 3, 0]),
+        batch_wait=st.sampled_from([None, None, 0, 2000, 20_000]),
     )
-    def subscribe(self, worker: Actor, window: int, max_batch: int | None) -> None:
+    def subscribe(
+        self, worker: Actor, window: int, max_batch: int | None, batch_wait: int | None
+    ) -> None:
+        """Some ask for batches and some let a short batch wait (2 s: held past a 1 s
+        step, due after a 10 s one; 20 s: past one of those too; 20,000 ms is also
+        past the bound of 10,000: refused)."""
         options = {"pubsub#queue_requests": [str(window)]}
         if max_batch is not None:
             options["pubsub#queue_max_batch"] = [str(max_batch)]
+        if batch_wait is not None:
+            options["pubsub#queue_batch_wait"] = [str(min(batch_wait, 10_000))]
+            if batch_wait > 10_000 and window:
+                options["pubsub#queue_batch_wait"] = [str(batch_wait)]
         done = self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid, options))
         if done is not None:
             self.max_batch[worker.jid] = max_batch or self.max_batch.get(worker.jid, 1)
@@ -388,6 +406,33 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(worker=st.sampled_from(WORKERS))
     def subscribe_without_a_window(self, worker: Actor) -> None:
         self.check_notices(self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid)))
+
+    @rule(worker=st.sampled_from(WORKERS), wait=st.sampled_from([2000, 2000, 0]))
+    def subscribe_for_batches(self, worker: Actor, wait: int) -> None:
+        """A batch worker: a window of 3, up to 3 items per notification, and mostly
+        a 2 s wait for a fuller batch (the trickle ``finish_all_held`` leaves)."""
+        options = {
+            "pubsub#queue_requests": ["3"],
+            "pubsub#queue_max_batch": ["3"],
+            "pubsub#queue_batch_wait": [str(wait)],
+        }
+        done = self.attempt(lambda: self.service.subscribe(worker, QUEUE, worker.jid, options))
+        if done is not None:
+            self.max_batch[worker.jid] = 3
+            self.check_notices(done)
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def finish_all_held(self, worker: Actor) -> None:
+        """A batch worker acks everything it holds in one retract: its whole window
+        is free again, so the next items may be held for a batch."""
+
+        async def held() -> list[str]:
+            async with self.store.transaction() as tx:
+                return [i.item_id for i in await tx.items.locked(QUEUE) if i.lock_jid == worker.jid]
+
+        mine = self.run(held())
+        if mine:
+            self.check_notices(self.attempt(lambda: self.service.retract(worker, QUEUE, mine)))
 
     @rule(worker=st.sampled_from(WORKERS))
     def unsubscribe(self, worker: Actor) -> None:
@@ -508,6 +553,15 @@ class QueueMachine(RuleBasedStateMachine):
         if tick:
             self.check_notices(self.run(self.service.tick()))
             self.single_step = True  # one operation: dispatch order is checked too
+            self.ticked = True  # a hold that ended must have been dispatched
+
+    @rule(seconds=st.sampled_from([1, 3]))
+    def a_short_while_passes(self, seconds: int) -> None:
+        """Less than a lock's timeout, and the timer on time: a batch held for 2 s is
+        still held after 1 s and must have gone after 3 s."""
+        self.clock.advance(seconds)
+        self.check_notices(self.run(self.service.tick()))
+        self.single_step = self.ticked = True
 
     @rule(
         calls=st.lists(
@@ -681,6 +735,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.store = self.run(reopen())
         self.service = self._service()
         assert self.run(snapshot(self.store)) == live, "the reloaded store differs"
+        # The component's timer starts with a tick over every node: what a queue held
+        # for a batch (a hold is not stored) is dispatched or held anew.
+        self.check_notices(self.run(self.service.sweep(every_node=True)))
+        self.ticked = True
 
     # --- invariants ----------------------------------------------------------------------
 
@@ -700,7 +758,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.one_active_consumer(self.last)
         if self.single_step and before is not None:
             self.more_urgent_first(before, self.last)
-        self.single_step = False
+        self.single_step = self.ticked = False
 
     def only_waiting_items_are_dropped(self, state: tuple[Any, ...]) -> None:
         """A truncation or an expiry drops an item no worker holds."""
@@ -904,11 +962,29 @@ class QueueMachine(RuleBasedStateMachine):
         if self.single_active:
             active = active_subscription(candidates, loads)
             candidates = [active] if active is not None else []
-        for sub in candidates:
-            if takes_work(sub):
-                assert loads.get(sub.subid, 0) >= (sub.queue_requests or 0), (
-                    f"{sub.subid} has room while an item is ready"
-                )
+        with_room = [
+            s
+            for s in candidates
+            if takes_work(s) and loads.get(s.subid, 0) < (s.queue_requests or 0)
+        ]
+        if with_room and not self._held_for_a_batch(queue, with_room, loads):
+            raise AssertionError(f"{with_room[0].subid} has room while an item is ready")
+
+    def _held_for_a_batch(self, queue: Any, with_room: list[Any], loads: dict[str, int]) -> bool:
+        """Whether ready items may wait for a subscriber's fuller batch: one with room
+        set ``pubsub#queue_batch_wait`` and takes batches, fewer are ready than it
+        would take at once, and (after a tick) the oldest has not waited that long."""
+        now = self.clock.now
+        ready = [i for i in self._offerable(queue) if i.available_at is None]
+        since = min(ready_since(i) for i in ready)
+        for sub in with_room:
+            wait = batch_wait_of(sub.options)
+            room = (sub.queue_requests or 0) - loads.get(sub.subid, 0)
+            want = min(max_batch_of(sub.options), room)
+            if wait > 0 and want > 1 and len(ready) < want:
+                if not self.ticked or now < since + timedelta(milliseconds=wait):
+                    return True
+        return False
 
     def _offerable(self, queue: Any) -> list[Any]:
         """The waiting items dispatch may hand out: on an ordered queue only the

@@ -6,12 +6,8 @@ import pytest
 
 from xmpp_queue.core.errors import InvalidNodeConfig, InvalidOptions, PreconditionNotMet
 from xmpp_queue.core.model import AccessModel, NodeConfig
-from xmpp_queue.core.node_config import (
-    apply_config,
-    check_preconditions,
-    config_values,
-    parse_subscribe_options,
-)
+from xmpp_queue.core.node_config import apply_config, check_preconditions, config_values
+from xmpp_queue.core.subscribe_options import parse_subscribe_options
 
 
 def test_apply_config_parses_typed_values_and_keeps_omitted_ones() -> None:

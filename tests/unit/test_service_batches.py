@@ -25,8 +25,8 @@ from xmpp_queue.core.errors import (
 )
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.model import Actor, NewItem
-from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.core.subscribe_options import MAX_BATCH_ITEMS
 
 
 async def batch_worker(service: PubSubService, actor: Actor, window: int, max_batch: int) -> str:

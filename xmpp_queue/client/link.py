@@ -24,6 +24,7 @@ EventsCallback = Callable[[list[wire.Event]], None]
 
 QUEUE_REQUESTS = "pubsub#queue_requests"
 QUEUE_MAX_BATCH = "pubsub#queue_max_batch"
+QUEUE_BATCH_WAIT = "pubsub#queue_batch_wait"
 
 
 def form_value(value: str | int | bool) -> str:
@@ -136,14 +137,18 @@ class PubSubLink:
         return wire.subscription_of(result)
 
     async def subscribe_queue(
-        self, node: str, queue_requests: int, max_batch: int = 1
+        self, node: str, queue_requests: int, max_batch: int = 1, batch_wait: float = 0.0
     ) -> wire.SubscriptionResult:
         """XEP-0254 §2.1: subscribe with the window in the same request; with
         *max_batch* above 1, also ask for up to that many items per notification
-        (``pubsub#queue_max_batch``, this service's option)."""
+        (``pubsub#queue_max_batch``, this service's option), and with *batch_wait*
+        (seconds) let the service hold a short batch that long to fill it
+        (``pubsub#queue_batch_wait``, in milliseconds on the wire)."""
         options: dict[str, str | int | bool] = {QUEUE_REQUESTS: queue_requests}
         if max_batch > 1:
             options[QUEUE_MAX_BATCH] = max_batch
+        if batch_wait > 0:
+            options[QUEUE_BATCH_WAIT] = round(batch_wait * 1000)
         return await self.subscribe(node, options)
 
     async def unsubscribe(self, node: str, subid: str | None = None) -> None:

@@ -96,8 +96,9 @@ class Worker:
     that finish together go out in one request each (:mod:`.acks`). Each item is
     still its own job with its own lock; 1 (the default) is plain XEP-0254.
 
-    *ack_linger* (seconds, default 0: off): an ack may wait that long, or until
-    half the window waits, to share its retract (:mod:`.acks`, for a trickle).
+    For a trickle: *ack_linger* (seconds, default 0: off) lets an ack wait that long,
+    or until half the window waits, to share its retract (:mod:`.acks`); *batch_wait*
+    (seconds, default 0, with *max_batch*) lets the service hold a short batch that long.
 
     *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first
     retry at once, then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`
@@ -119,6 +120,7 @@ class Worker:
         queue_requests: int = 1,
         max_batch: int = 1,
         ack_linger: float = 0.0,
+        batch_wait: float = 0.0,
         host: str | None = None,
         port: int | None = None,
         lock_extend: int | None = None,
@@ -131,7 +133,7 @@ class Worker:
         account, (node, handler) = login_and_rest(
             account, node_and_handler, 2, host=host, port=port, allow_plain=allow_plain
         )
-        check_options(queue_requests, max_batch, ack_linger, lock_extend)
+        check_options(queue_requests, max_batch, ack_linger, lock_extend, batch_wait)
         check_handler(handler)
         bare_jid, _, resource = account.jid.partition("/")
         if not resource:
@@ -151,15 +153,12 @@ class Worker:
             )
             handler = bind_handler(handler, self._executor)
         self.handler = handler
-        self.queue_requests = queue_requests
-        self.max_batch = max_batch
-        self.ack_linger = ack_linger
+        self.queue_requests, self.max_batch = queue_requests, max_batch
+        self.ack_linger, self.batch_wait = ack_linger, batch_wait
         self.host, self.port = self.account.address
-        self.lock_extend = lock_extend
+        self.lock_extend, self.drain_grace = lock_extend, drain_grace
         self.allow_plain = self.account.allow_plain
-        self.drain_grace = drain_grace
-        self.name = name
-        self.reconnect = reconnect
+        self.name, self.reconnect = name, reconnect
         self._link_factory = link_factory or self._open_link
         self.stats = WorkerStats()
         self.subid: str | None = None
@@ -247,7 +246,9 @@ class Worker:
     async def _subscribe(self, link: PubSubLink) -> None:
         async def subscribe() -> SubscriptionResult:
             link.send_presence()  # to the node's service: our locks are tied to it
-            return await link.subscribe_queue(self.node, self.queue_requests, self.max_batch)
+            return await link.subscribe_queue(
+                self.node, self.queue_requests, self.max_batch, self.batch_wait
+            )
 
         sub = await point_and_follow(self.placements, self.node, link, subscribe)
         self.subid, self.service_jid = sub.subid, link.service

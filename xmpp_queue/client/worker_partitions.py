@@ -97,6 +97,7 @@ async def spread_over_partitions(worker: Any, link: Any) -> bool:
             queue_requests=share,
             max_batch=worker.max_batch,
             ack_linger=worker.ack_linger,
+            batch_wait=worker.batch_wait,
             lock_extend=worker.lock_extend,
             drain_grace=worker.drain_grace,
             name=f"{worker.name}-{i}",

@@ -47,10 +47,15 @@ def stop_signals(on_signal: Callable[[signal.Signals], None], enabled: bool) -> 
 
 MAX_BATCH = 1000  # the service's bound on items per notification and per request
 MAX_ACK_LINGER = 10.0  # seconds: Pulsar's group time is 0.1 s; more only holds locks
+MAX_BATCH_WAIT = 10.0  # seconds: the service's bound on pubsub#queue_batch_wait
 
 
 def check_options(
-    queue_requests: int, max_batch: int, ack_linger: float, lock_extend: int | None
+    queue_requests: int,
+    max_batch: int,
+    ack_linger: float,
+    lock_extend: int | None,
+    batch_wait: float = 0.0,
 ) -> None:
     """A Worker's numeric options, refused when it is built rather than at run time."""
     if queue_requests < 1:
@@ -59,6 +64,10 @@ def check_options(
         raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}")
     if not 0 <= ack_linger <= MAX_ACK_LINGER:
         raise ValueError(f"ack_linger must be between 0 and {MAX_ACK_LINGER} seconds")
+    if not 0 <= batch_wait <= MAX_BATCH_WAIT:
+        raise ValueError(f"batch_wait must be between 0 and {MAX_BATCH_WAIT} seconds")
+    if batch_wait > 0 and max_batch == 1:
+        raise ValueError("batch_wait needs max_batch above 1: it fills batches")
     if lock_extend is not None and lock_extend < 0:
         raise ValueError("lock_extend must be 0 (off) or a number of seconds")
 

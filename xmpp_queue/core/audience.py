@@ -5,8 +5,8 @@ from __future__ import annotations
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import DeleteNotice, headline
 from xmpp_queue.core.model import Node, Subscription, SubscriptionState
-from xmpp_queue.core.node_config import SubscribeOptions, max_batch_of
 from xmpp_queue.core.ports import Transaction
+from xmpp_queue.core.subscribe_options import SubscribeOptions, max_batch_of
 
 
 def options_of(sub: Subscription) -> SubscribeOptions:

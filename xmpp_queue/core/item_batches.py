@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from xmpp_queue.core.access import check_id
 from xmpp_queue.core.effects import Effect, RetractNotice
 from xmpp_queue.core.errors import BadRequest, ItemRequired
-from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
+from xmpp_queue.core.subscribe_options import MAX_BATCH_ITEMS
 
 
 def check_batch(item_ids: str | Sequence[str]) -> tuple[str, ...]:

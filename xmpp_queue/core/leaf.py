@@ -36,7 +36,7 @@ from xmpp_queue.core.model import (
     SubscriptionState,
     bare,
 )
-from xmpp_queue.core.node_config import SubscribeOptions
+from xmpp_queue.core.subscribe_options import SubscribeOptions
 
 
 class LeafPolicy:

@@ -42,8 +42,8 @@ from xmpp_queue.core.model import (
     Subscription,
 )
 from xmpp_queue.core.model import SubscriptionState as State
-from xmpp_queue.core.node_config import SubscribeOptions
 from xmpp_queue.core.queue.policy import LoadNode, QueuePolicy
+from xmpp_queue.core.subscribe_options import SubscribeOptions
 
 
 class NodeType(Enum):

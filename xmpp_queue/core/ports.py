@@ -274,10 +274,19 @@ class ItemRepository(Protocol):
         came due by *now*, earliest first; those items are ready from now on, so the
         caller dispatches these nodes. Nodes with nothing due are never looked at."""
 
+    async def hold_dispatch(self, node_id: str, until: datetime) -> None:
+        """Wake *node_id*'s dispatch at *until*: it is holding a short batch for a
+        subscriber (``pubsub#queue_batch_wait``). A hint, kept in memory only."""
+
+    async def due_held_nodes(self, now: datetime, limit: int) -> list[str]:
+        """Up to *limit* existing nodes whose dispatch hold ended by *now*, taken off
+        the holds: the caller dispatches them."""
+
     async def next_deadline(self, now: datetime) -> datetime | None:
         """The earliest moment a timer must fire: a lock deadline, a waiting item's
-        expiry, or the time a node's delayed items come due. It may be past (overdue:
-        a tick is due at once) until a tick has taken what came due."""
+        expiry, the time a node's delayed items come due, or a dispatch hold's end. It
+        may be past (overdue: a tick is due at once) until a tick has taken what came
+        due."""
 
     async def queue_stats(self, node_id: str) -> QueueStats: ...
 

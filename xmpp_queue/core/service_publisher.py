@@ -16,9 +16,10 @@ from xmpp_queue.core.effects import Outcome
 from xmpp_queue.core.errors import BadRequest, Forbidden, ItemRequired
 from xmpp_queue.core.item_batches import check_batch, merge_retract_notices
 from xmpp_queue.core.model import Actor, NewItem, SubscriptionState
-from xmpp_queue.core.node_config import MAX_BATCH_ITEMS, check_preconditions
+from xmpp_queue.core.node_config import check_preconditions
 from xmpp_queue.core.payload_ceiling import payload_limit
 from xmpp_queue.core.service_parts import FormValues, ServiceParts
+from xmpp_queue.core.subscribe_options import MAX_BATCH_ITEMS
 from xmpp_queue.core.topics import check_item
 
 log = logging.getLogger("xmpp_queue.service")

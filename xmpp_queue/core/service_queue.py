@@ -144,7 +144,8 @@ class QueueOperations(ServiceParts):
         """The timer's tick: settle only the nodes where something came due.
 
         A node is touched when one of its lock deadlines passed, a waiting item of
-        it expired, or its delayed items (retry back-off, a later start) came due;
+        it expired, its delayed items (retry back-off, a later start) came due, or
+        the hold of a short batch for a subscriber ended;
         the store's time indexes name them, so an idle node costs nothing per tick.
         *every_node* settles every node as well: the catch-up after a tick that
         failed (its due nodes may have been taken from the indexes, then undone).
@@ -157,6 +158,8 @@ class QueueOperations(ServiceParts):
             await Replay.end_retention(w)
             await expire_unused(w, self._delete)
             for node_id in await w.tx.items.due_delayed_nodes(w.now, TICK_BATCH):
+                w.touched[node_id] = None
+            for node_id in await w.tx.items.due_held_nodes(w.now, TICK_BATCH):
                 w.touched[node_id] = None
             if every_node:
                 for n in await w.tx.nodes.all():

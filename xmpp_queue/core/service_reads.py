@@ -26,8 +26,8 @@ from xmpp_queue.core.model import (
     PageRequest,
     Subscription,
 )
-from xmpp_queue.core.node_config import SubscribeOptions
 from xmpp_queue.core.service_parts import ServiceParts
+from xmpp_queue.core.subscribe_options import SubscribeOptions
 
 log = logging.getLogger("xmpp_queue.service")
 

@@ -31,8 +31,12 @@ from xmpp_queue.core.model import (
     SubscriptionState,
     bare,
 )
-from xmpp_queue.core.node_config import SubscribeOptions, parse_subscribe_options, service_options
 from xmpp_queue.core.service_parts import FormValues, ServiceParts
+from xmpp_queue.core.subscribe_options import (
+    SubscribeOptions,
+    parse_subscribe_options,
+    service_options,
+)
 
 log = logging.getLogger("xmpp_queue.service")
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
+from xmpp_queue.core.subscribe_options import MAX_BATCH_ITEMS
 from xmpp_queue.pipeline.item_columns import ItemColumns, parse_column_list
 from xmpp_queue.pipeline.settings import PipelineSettings, PipelineSettingsError, PublisherConfig
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from xmpp_queue.client.account import Account
 from xmpp_queue.core.model import NodeConfig
-from xmpp_queue.core.node_config import MAX_BATCH_ITEMS
+from xmpp_queue.core.subscribe_options import MAX_BATCH_ITEMS
 
 DEFAULT_MAX_PAYLOAD = NodeConfig().max_payload_size
 DEFAULT_PUBLISH_BATCH = 16

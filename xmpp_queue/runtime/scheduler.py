@@ -63,7 +63,9 @@ class DeadlineScheduler:
         self._ticking = False
         self._noted: list[datetime] = []  # deadlines announced while a tick ran
         self._running = False
-        self._every_node = False  # after a failed tick: settle every node once
+        # Settle every node once: at start (a queue may hold ready items for a batch,
+        # and that hold is not stored), and after a failed tick.
+        self._every_node = True
         self._started = False
         service.on_deadline_change(self.deadline_changed)
 

@@ -134,6 +134,12 @@ class QueueItems(PayloadWarming):
             return []
         return self._s.due_delayed_nodes(now, limit)
 
+    async def hold_dispatch(self, node_id: str, until: datetime) -> None:
+        self._s.holds.hold(node_id, utc(until))
+
+    async def due_held_nodes(self, now: datetime, limit: int) -> list[str]:
+        return [n for n in self._s.holds.due(utc(now), limit) if n in self._s.nodes]
+
     async def finished_since(self, node_id: str, item_id: str, since: datetime) -> bool:
         ns = self._s.nodes.get(node_id)
         if ns is None:
@@ -150,6 +156,7 @@ class QueueItems(PayloadWarming):
             self._s.next_cold_expiry(),
             self._s.retention.next_due(self._s.nodes),
             self._s.unused.next_due(self._s.nodes, now),
+            self._s.holds.next_due(),
         ]
         return min((m for m in moments if m is not None), default=None)
 

@@ -42,6 +42,7 @@ from datetime import datetime
 
 from xmpp_queue.core.model import Item, Node, Subscription
 from xmpp_queue.core.topic_bindings import Binding
+from xmpp_queue.storage.dispatch_holds import DispatchHolds
 from xmpp_queue.storage.item_placement import ItemPlacement
 from xmpp_queue.storage.item_values import COLD, with_payload_value
 from xmpp_queue.storage.node_state import NodeState, QueueIndex
@@ -85,6 +86,7 @@ class MemoryState(ItemPlacement):
         self.topics = TopicIndex()
         self.retention = RetainedIndex()  # retained items by the end of their retention
         self.unused = UnusedIndex()  # unsubscribed bound queues (queue_expire_after)
+        self.holds = DispatchHolds()  # queues holding a short batch (queue_batch_wait)
 
     def note_binding(self, node: Node) -> None:
         """*node* was added or reconfigured: keep the topic index in step."""

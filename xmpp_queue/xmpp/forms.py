@@ -21,11 +21,13 @@ from xmpp_queue.core.node_config import (
     META_DATA_FORM,
     NODE_CONFIG_FIELDS,
     NODE_CONFIG_FORM,
+    ConfigField,
+    config_values,
+)
+from xmpp_queue.core.subscribe_options import (
     SUBSCRIBE_OPTION_FIELDS,
     SUBSCRIBE_OPTIONS_FORM,
-    ConfigField,
     SubscribeOptions,
-    config_values,
     subscribe_option_values,
 )
 from xmpp_queue.xmpp.stanzas import DATA_FORMS, format_instant

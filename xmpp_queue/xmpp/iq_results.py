@@ -16,7 +16,7 @@ from slixmpp import Iq
 
 from xmpp_queue.core.model import AffiliationEntry, Item, ItemPage, Subscription
 from xmpp_queue.core.model import bare as bare_jid
-from xmpp_queue.core.node_config import SubscribeOptions
+from xmpp_queue.core.subscribe_options import SubscribeOptions
 from xmpp_queue.xmpp import forms
 from xmpp_queue.xmpp.render import add_payload, sub_element
 from xmpp_queue.xmpp.stanzas import (

@@ -8,8 +8,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from xmpp_queue.core.model import Actor
-from xmpp_queue.core.node_config import parse_subscribe_options
 from xmpp_queue.core.service import PubSubService
+from xmpp_queue.core.subscribe_options import parse_subscribe_options
 from xmpp_queue.xmpp import forms, iq_results, wire_size
 from xmpp_queue.xmpp import subscriber_requests as rq
 from xmpp_queue.xmpp.iq_request import Answer, IqRequest

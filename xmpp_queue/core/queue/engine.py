@@ -25,6 +25,7 @@ from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import REASON_EXPIRED, EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
+from xmpp_queue.core.queue.batch_wait import hold_for_batch
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
@@ -75,10 +76,16 @@ class QueueEngine:
         every operation on a queue.
         """
         tx, node_id = work.tx, node.node_id
-        if await tx.subscriptions.next_with_room(node_id) is None:
+        first = await tx.subscriptions.next_with_room(node_id)
+        if first is None:
             return 0
         only, room = await self._single_active(work, node)
         if only is False:
+            return 0
+        if isinstance(only, Subscription):
+            if await hold_for_batch(work, node, only, room):
+                return 0
+        elif await hold_for_batch(work, node, first, None):
             return 0
         batches = NoticeBatches(node_id, headline(node.config))
         sent, chunk = 0, 8

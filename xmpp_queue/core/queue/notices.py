@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from xmpp_queue.core.effects import Effect, ItemNotice, NoticeItem
 from xmpp_queue.core.model import Subscription
-from xmpp_queue.core.node_config import max_batch_of
+from xmpp_queue.core.subscribe_options import max_batch_of
 
 
 class NoticeBatches:

@@ -45,13 +45,13 @@ from xmpp_queue.core.model import (
     bare,
     new_item,
 )
-from xmpp_queue.core.node_config import QUEUE_REQUESTS, SubscribeOptions
 from xmpp_queue.core.queue.deadlines import dead_letter_node, lock_deadline
 from xmpp_queue.core.queue.engine import QueueEngine
 from xmpp_queue.core.queue.failures import MAX_REASON
 from xmpp_queue.core.queue.locks import Release, check_release
 from xmpp_queue.core.queue.overflow import make_room
 from xmpp_queue.core.replay import Replay
+from xmpp_queue.core.subscribe_options import QUEUE_REQUESTS, SubscribeOptions
 
 Arrived = Callable[[Work, Node, Item], Awaitable[None]]
 LoadNode = Callable[[str], Awaitable[Node | None]]  # the timers load each due node

@@ -1,0 +1,149 @@
+"""``pubsub#queue_batch_wait``: a subscriber that takes batches lets the service hold a
+short batch for a while to fill it (this service's subscription option), over the
+in-memory store and a fake clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.kit import ALICE, BOB, PUB, FakeClock
+from tests.unit.test_service_batches import item_notices
+from tests.unit.test_service_queue import queue
+from xmpp_queue.core.errors import InvalidOptions
+from xmpp_queue.core.model import Actor
+from xmpp_queue.core.service import PubSubService
+from xmpp_queue.core.subscribe_options import (
+    QUEUE_BATCH_WAIT,
+    parse_subscribe_options,
+    subscribe_option_values,
+)
+
+
+def options(window: int, max_batch: int, wait_ms: int | None) -> dict[str, list[str]]:
+    values = {
+        "pubsub#queue_requests": [str(window)],
+        "pubsub#queue_max_batch": [str(max_batch)],
+    }
+    if wait_ms is not None:
+        values[QUEUE_BATCH_WAIT] = [str(wait_ms)]
+    return values
+
+
+async def waiting_worker(
+    service: PubSubService, actor: Actor, window: int = 8, max_batch: int = 4, wait_ms: int = 200
+) -> str:
+    out = await service.subscribe(actor, "jobs", actor.jid, options(window, max_batch, wait_ms))
+    return out.value.subid
+
+
+async def publish(service: PubSubService, item_id: str) -> tuple[object, ...]:
+    return (await service.publish(PUB, "jobs", item_id, f"<j>{item_id}</j>", 8)).effects
+
+
+# --- the option -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["-1", "10001", "soon", "1.5"])
+def test_a_wait_out_of_range_is_invalid_options_naming_the_field(raw: str) -> None:
+    with pytest.raises(InvalidOptions) as err:
+        parse_subscribe_options({QUEUE_BATCH_WAIT: [raw]})
+    assert err.value.field == QUEUE_BATCH_WAIT
+
+
+def test_the_wait_is_echoed_only_when_chosen() -> None:
+    chosen = parse_subscribe_options(options(8, 4, 250))
+    assert chosen.batch_wait_ms == 250
+    assert subscribe_option_values(chosen, echo=True)[QUEUE_BATCH_WAIT] == "250"
+    plain = parse_subscribe_options({"pubsub#queue_requests": ["8"]})
+    assert plain.batch_wait_ms == 0
+    assert QUEUE_BATCH_WAIT not in subscribe_option_values(plain, echo=True)
+    assert subscribe_option_values(plain)[QUEUE_BATCH_WAIT] == "0"  # the full form
+
+
+async def test_a_bad_wait_is_refused_and_subscribes_nobody(service: PubSubService) -> None:
+    await queue(service)
+    with pytest.raises(InvalidOptions):
+        await service.subscribe(ALICE, "jobs", ALICE.jid, options(8, 4, 60_000))
+    assert await service.own_subscriptions(ALICE) == []
+
+
+# --- holding a trickle ------------------------------------------------------------------
+
+
+async def test_a_trickle_waits_until_a_batch_is_full_then_goes_in_one_notification(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue(service)
+    await waiting_worker(service, ALICE)
+    for i in range(3):
+        assert item_notices(await publish(service, f"i{i}")) == []
+        clock.advance(0.01)
+    assert item_notices(await publish(service, "i3")) == [(ALICE.jid, ["i0", "i1", "i2", "i3"])]
+
+
+async def test_a_short_batch_goes_when_its_oldest_item_has_waited_the_wait(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue(service)
+    await waiting_worker(service, ALICE, wait_ms=200)
+    start = clock.now
+    await publish(service, "i0")
+    clock.advance(0.05)
+    await publish(service, "i1")
+    # The timer is armed for the oldest item's wait, not the newest's.
+    assert await service.next_deadline() == start + timedelta(milliseconds=200)
+    clock.advance(0.1)
+    assert item_notices((await service.tick()).effects) == []  # too soon: still held
+    clock.advance(0.05)
+    out = await service.tick()
+    assert item_notices(out.effects) == [(ALICE.jid, ["i0", "i1"])]
+    assert await service.next_deadline() is not None  # the locks' deadline now
+    assert await service.next_deadline() != start + timedelta(milliseconds=200)
+
+
+async def test_no_hold_when_the_room_left_is_one_or_the_batch_fits_the_room(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """The batch to wait for is the smaller of the batch size and the room: a worker
+    with two free slots gets two items at once, and one with one slot its item."""
+    await queue(service)
+    await waiting_worker(service, ALICE, window=2, max_batch=4)
+    await publish(service, "i0")
+    assert item_notices(await publish(service, "i1")) == [(ALICE.jid, ["i0", "i1"])]
+    await service.retract(ALICE, "jobs", "i0")  # one slot free: nothing to wait for
+    assert item_notices(await publish(service, "i2")) == [(ALICE.jid, ["i2"])]
+
+
+async def test_an_item_back_from_a_nack_waits_from_when_it_became_ready(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue(service, retry_delay="1")
+    await waiting_worker(service, ALICE, window=8, max_batch=4, wait_ms=300)
+    for i in range(4):
+        await publish(service, f"i{i}")  # the fourth fills the batch: all four go
+    await service.unlock(ALICE, "jobs", "i0", reason="try later")
+    clock.advance(1)  # the retry delay ends: i0 is ready now, not since its publish
+    assert item_notices((await service.tick()).effects) == []
+    clock.advance(0.3)
+    assert item_notices((await service.tick()).effects) == [(ALICE.jid, ["i0"])]
+
+
+async def test_subscribers_without_the_option_are_not_held(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue(service)
+    await service.subscribe(BOB, "jobs", BOB.jid, options(8, 4, None))
+    assert item_notices(await publish(service, "i0")) == [(BOB.jid, ["i0"])]
+
+
+async def test_a_held_item_is_waiting_and_counted_as_such(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    await queue(service)
+    await waiting_worker(service, ALICE)
+    await publish(service, "i0")
+    async with service.store.transaction() as tx:
+        stats = await tx.items.queue_stats("jobs")
+    assert (stats.backlog, stats.in_flight) == (1, 0)
