@@ -92,12 +92,17 @@ def queue_members(to: str, node: str, jids: list[str]) -> str:
     )
 
 
-def subscribe_queue(to: str, node: str, jid: str, queue_requests: int, batch: int = 1) -> str:
+def subscribe_queue(
+    to: str, node: str, jid: str, queue_requests: int, batch: int = 1, wait_ms: int = 0
+) -> str:
     """XEP-0254 §2.1 subscribe-and-configure; *batch* above 1 also asks for up to that
-    many items per notification (``pubsub#queue_max_batch``)."""
+    many items per notification (``pubsub#queue_max_batch``), *wait_ms* lets the service
+    hold a short batch that long to fill it (``pubsub#queue_batch_wait``)."""
     extra = (
         f"<field var='pubsub#queue_max_batch'><value>{batch}</value></field>" if batch > 1 else ""
     )
+    if wait_ms > 0:
+        extra += f"<field var='pubsub#queue_batch_wait'><value>{wait_ms}</value></field>"
     return (
         f"<iq type='set' to='{to}' id='sub1'><pubsub xmlns='{PUBSUB}'>"
         f"<subscribe node='{node}' jid='{jid}'/><options>"

@@ -40,14 +40,16 @@ with `+linger` (`1x10+linger`) has its workers ack with `--ack-linger-ms` (defau
 100: the client library's ``ack_linger``, Pulsar's acknowledgment group time), several
 copies per retract, instead of each copy at once; with `+batch` (`1x10+batch`, or
 `1x10+batch+linger`) they ask for up to `--queue-requests` items per notification and
-ack each notification's items in one retract. `--pin` puts the component on CPU 0
-and Prosody on CPU 1 for each measured run (every thread, with `taskset`): the
-scheduler's placement of the two on the 2 cores moved the unbound rate by a third
-from round to round, and pinned runs spread much less. `--profile DIR`
-samples the component with py-spy during each measured run (the last run of each
-scenario is kept) and prints its hot spots. `--count-commits` serves the component's
-`/metrics` and prints the commits per publish and operations per commit of each
-measured run (whether the workers' acks join the publishes' batches); the metrics
+ack each notification's items in one retract; `+batch+wait` (`1x10+batch+wait`) also
+lets the service hold a short batch for up to `--batch-wait-ms` (default 50) to fill it
+(``pubsub#queue_batch_wait``), so a trickle of copies travels several per stanza.
+`--pin` puts the component on CPU 0 and Prosody on CPU 1 for each measured run (every
+thread, with `taskset`): the scheduler's placement of the two on the 2 cores moved the
+unbound rate by a third from round to round, and pinned runs spread much less.
+`--profile DIR` samples the component with py-spy during each measured run (the last run
+of each scenario is kept) and prints its hot spots. `--count-commits` serves the
+component's `/metrics` and prints the commits per publish and operations per commit of
+each measured run (whether the workers' acks join the publishes' batches); the metrics
 cost CPU of their own, so compare CPU figures only between runs without it.
 
 Run from the repository root:
@@ -55,6 +57,7 @@ Run from the repository root:
     python bench/topics_wire.py --repeat 5 --compare-src /tmp/prev
     python bench/topics_wire.py --shapes unbound,1x10,1x100 --repeat 3
     python bench/topics_wire.py --shapes unbound,queue,5x100 --repeat 3 --pin
+    python bench/topics_wire.py --shapes unbound,1x10,1x10+batch+wait,5x10,5x10+batch+wait
 """
 
 from __future__ import annotations
@@ -131,7 +134,11 @@ BATCH = "+batch"
 ``--queue-requests`` items per notification (``pubsub#queue_max_batch``) and ack each
 notification's items in one retract (every batch on, as ``queue_throughput.py``'s
 batched scenarios); both suffixes may be given (``1x10+batch+linger``)."""
-MODIFIERS = (LINGER, BATCH)
+WAIT = "+wait"
+"""With ``+batch`` (``1x10+batch+wait``): the workers also let the service hold a short
+batch for up to ``--batch-wait-ms`` to fill it (``pubsub#queue_batch_wait``), so a
+trickle of copies comes several per notification and is acked several per retract."""
+MODIFIERS = (LINGER, BATCH, WAIT)
 
 
 def shape_of(name: str) -> tuple[int, bool | None]:
@@ -253,6 +260,8 @@ class Run:
 class TopicBench(Bench):
     worker_batch = 1
     """Items per notification the current scenario's workers ask for (``+batch``)."""
+    worker_wait_ms = 0
+    """How long the service may hold a short batch for them (``+wait``)."""
 
     async def run_topic(self, scenario: Scenario) -> Run:
         queues, keeping = shape_of(scenario.target)
@@ -292,7 +301,12 @@ class TopicBench(Bench):
             for w in group:
                 w.send(f"<presence/><presence to='{QUEUE_DOMAIN}'/>")
                 stanza = subscribe_queue(
-                    QUEUE_DOMAIN, f"q{k}", w.bare, a.queue_requests, self.worker_batch
+                    QUEUE_DOMAIN,
+                    f"q{k}",
+                    w.bare,
+                    a.queue_requests,
+                    self.worker_batch,
+                    self.worker_wait_ms,
                 )
                 answer = await w.request(stanza, "sub1")
                 if not is_result(answer):
@@ -313,6 +327,7 @@ class TopicBench(Bench):
             await asyncio.gather(*(c.connect() for c in clients))
             direct = scenario.target.split("+", 1)[0] == PLAIN_QUEUE
             self.worker_batch = a.queue_requests if has(scenario.target, BATCH) else 1
+            self.worker_wait_ms = round(a.batch_wait_ms) if has(scenario.target, WAIT) else 0
             await self._set_up_topic(server, pub, groups, keeping, direct)
             warm, n = a.warmup, a.items
             tracker = TopicTracker(warm + n, copies_of_item(queues, keeping))
@@ -508,6 +523,7 @@ def main() -> int:
     )
     own.add_argument("--count-commits", action="store_true")
     own.add_argument("--ack-linger-ms", type=float, default=100.0)
+    own.add_argument("--batch-wait-ms", type=float, default=50.0)
     own.add_argument("--pin", action="store_true")
     mine, rest = own.parse_known_args(sys.argv[1:])
     known = [*ALL_SHAPES, *(name + m for name in ALL_SHAPES for m in MODIFIERS)]
@@ -516,6 +532,10 @@ def main() -> int:
         base, *mods = shape.split("+")
         return base in ALL_SHAPES and all(f"+{m}" in MODIFIERS for m in mods)
 
+    waits_alone = [s for s in mine.shapes if has(s, WAIT) and not has(s, BATCH)]
+    if waits_alone:
+        print(f"--shapes: +wait needs +batch ({', '.join(waits_alone)})", file=sys.stderr)
+        return 2
     if "unbound" not in mine.shapes or not all(valid(s) for s in mine.shapes):
         print(f"--shapes: unbound and any of {', '.join(known)}", file=sys.stderr)
         return 2
@@ -523,11 +543,13 @@ def main() -> int:
     args.shapes = mine.shapes
     args.count_commits = mine.count_commits
     args.ack_linger = mine.ack_linger_ms / 1000
+    args.batch_wait_ms = mine.batch_wait_ms
     args.pin = mine.pin
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
         f"workers per bound queue={args.workers} queue_requests={args.queue_requests} "
-        f"ack linger (+linger shapes)={mine.ack_linger_ms:g} ms"
+        f"ack linger (+linger shapes)={mine.ack_linger_ms:g} ms "
+        f"batch wait (+wait shapes)={mine.batch_wait_ms:g} ms"
     )
     try:
         runs = asyncio.run(asyncio.wait_for(run_all(args), args.timeout))

@@ -100,9 +100,8 @@ class Worker:
     or until half the window waits, to share its retract (:mod:`.acks`); *batch_wait*
     (seconds, default 0, with *max_batch*) lets the service hold a short batch that long.
 
-    *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first
-    retry at once, then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`
-    with ``ConnectionLost``).
+    *reconnect* (a :class:`ReconnectPolicy`, the default: forever, the first retry at once,
+    then jittered backoff up to 1 s) or None (a lost stream ends :meth:`run`: ConnectionLost).
 
     *handler* must be ``async def`` (see :func:`~xmpp_queue.client.in_thread`
     for blocking code); anything else is refused here with a ``TypeError``. An
@@ -246,8 +245,9 @@ class Worker:
     async def _subscribe(self, link: PubSubLink) -> None:
         async def subscribe() -> SubscriptionResult:
             link.send_presence()  # to the node's service: our locks are tied to it
+            wait = {"batch_wait": self.batch_wait} if self.batch_wait else {}  # fakes lack it
             return await link.subscribe_queue(
-                self.node, self.queue_requests, self.max_batch, self.batch_wait
+                self.node, self.queue_requests, self.max_batch, **wait
             )
 
         sub = await point_and_follow(self.placements, self.node, link, subscribe)

@@ -51,5 +51,8 @@ async def hold_for_batch(work: Work, node: Node, sub: Subscription, room: int | 
     if until <= work.now:
         return False
     await tx.items.hold_dispatch(node_id, until)
+    # Every time, not only for a new wake: a batch whose commit fails announces no
+    # deadline, while the wake it filed stays; the next batch that holds tells the
+    # timer again (one deadline read per commit batch, not per operation).
     work.deadlines_changed = True
     return True

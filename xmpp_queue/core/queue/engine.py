@@ -35,6 +35,7 @@ from xmpp_queue.core.queue.deadlines import (
 from xmpp_queue.core.queue.failures import HOLDER_GONE, LAST_ERROR, LOCK_TIMEOUT, with_failure
 from xmpp_queue.core.queue.notices import NoticeBatches
 from xmpp_queue.core.queue.single_active import active_subscription, takes_work
+from xmpp_queue.core.subscribe_options import batch_wait_of
 
 if TYPE_CHECKING:
     from xmpp_queue.core.context import ServiceContext
@@ -82,11 +83,11 @@ class QueueEngine:
         only, room = await self._single_active(work, node)
         if only is False:
             return 0
-        if isinstance(only, Subscription):
-            if await hold_for_batch(work, node, only, room):
-                return 0
-        elif await hold_for_batch(work, node, first, None):
-            return 0
+        next_in_turn = only if isinstance(only, Subscription) else first
+        if batch_wait_of(next_in_turn.options) and await hold_for_batch(
+            work, node, next_in_turn, room if only is not None else None
+        ):
+            return 0  # a batch worker's short batch waits a little (queue_batch_wait)
         batches = NoticeBatches(node_id, headline(node.config))
         sent, chunk = 0, 8
         while True:
