@@ -321,6 +321,7 @@ class Worker:
         self._acks: dict[int, list[bytes]] = {}
         self._next_ack = 0
         self.received = 0
+        self.notifications = 0  # item notifications (received / this: items per one)
         self.in_flight = 0
         self.max_in_flight = 0
 
@@ -332,6 +333,7 @@ class Worker:
         delivered: list[bytes] = []
         for stanza in batch:
             if stanza.startswith(b"<message"):
+                before = self.received
                 for m in _ITEM_ID.finditer(stanza):
                     num = m.group(1) or m.group(2)
                     tracker.on_delivery(int(num), now)
@@ -343,6 +345,7 @@ class Worker:
                         delivered.append(num)
                     else:
                         out.append(template % (num, num))
+                self.notifications += self.received > before  # not a retract notice
             elif stanza.startswith(b"<iq"):
                 head = start_tag(stanza)
                 iq_id = attr(head, b"id") or b""

@@ -255,6 +255,7 @@ class Run:
     completed: bool
     commits_per_publish: float | None = None
     operations_per_commit: float | None = None
+    items_per_notice: float | None = None  # the workers' items per notification
 
 
 class TopicBench(Bench):
@@ -333,6 +334,7 @@ class TopicBench(Bench):
             tracker = TopicTracker(warm + n, copies_of_item(queues, keeping))
             publisher = RegionPublisher(pub, QUEUE_DOMAIN, "q0" if direct else TOPIC, tracker)
             pub.hand_over(publisher.handle)
+            light: list[Worker] = []
             for k, group in enumerate(groups):
                 for w in group:
                     worker = Worker(
@@ -345,6 +347,7 @@ class TopicBench(Bench):
                         flush_at=max(1, a.queue_requests // 2),
                     )
                     w.hand_over(worker.handle)
+                    light.append(worker)
             tracker.expect_topic(0, warm)
             publisher.start_window(0, warm, scenario.window)
             if not await wait_done(tracker, clients, server, a.batch_timeout):
@@ -355,12 +358,15 @@ class TopicBench(Bench):
             if a.pin:
                 pin(server.pid, 0)
                 pin(self.prosody.pid, 1)
+            seen = (sum(w.received for w in light), sum(w.notifications for w in light))
             meter = CpuMeter(server.pid, self.prosody.pid)
             profiler = self._start_profiler(scenario, server, server.log.parent)
             try:
                 publisher.start_window(warm, warm + n, scenario.window)
                 completed = await wait_done(tracker, clients, server, a.batch_timeout)
                 meter.stop()
+                items = sum(w.received for w in light) - seen[0]
+                notices = sum(w.notifications for w in light) - seen[1]
                 if counts is not None:
                     after = await commit_counts(self.metrics_address)
                     counts = (after[0] - counts[0], after[1] - counts[1])
@@ -394,6 +400,7 @@ class TopicBench(Bench):
             completed=completed,
             commits_per_publish=counts[0] / n if counts else None,
             operations_per_commit=counts[1] / max(1.0, counts[0]) if counts else None,
+            items_per_notice=items / notices if notices else None,
         )
 
 
@@ -411,6 +418,8 @@ def print_runs(runs: list[Run]) -> None:
         if r.commits_per_publish is not None and r.operations_per_commit is not None:
             flag += f"  commits/publish {r.commits_per_publish:.3f}"
             flag += f" ops/commit {r.operations_per_commit:.1f}"
+        if r.items_per_notice is not None:
+            flag += f"  items/notification {r.items_per_notice:.2f}"
         print(
             f"{r.scenario:<38} {r.publishes:>9} {r.publisher_per_s:>7.0f} {r.copies:>6} "
             f"{r.until_last_ack_s:>10.2f} {r.copies_per_s:>8.0f} {rtt:>15} {r.component_us:>8.0f} "

@@ -974,6 +974,8 @@ class QueueMachine(RuleBasedStateMachine):
         """Whether ready items may wait for a subscriber's fuller batch: one with room
         set ``pubsub#queue_batch_wait`` and takes batches, fewer are ready than it
         would take at once, and (after a tick) the oldest has not waited that long."""
+        if self.ordered:
+            return False  # an ordered queue never holds (a key gives one item at a time)
         now = self.clock.now
         ready = [i for i in self._offerable(queue) if i.available_at is None]
         since = min(ready_since(i) for i in ready)

@@ -83,6 +83,23 @@ async def test_a_trickle_waits_until_a_batch_is_full_then_goes_in_one_notificati
     assert item_notices(await publish(service, "i3")) == [(ALICE.jid, ["i0", "i1", "i2", "i3"])]
 
 
+async def test_the_batch_goes_whole_to_the_worker_it_waited_for(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """Handed out item by item (fewest in flight first), a batch would be spread over
+    every worker with room, a notification each: it goes whole to the one next in turn,
+    and the next batch to the next."""
+    await queue(service)
+    await waiting_worker(service, ALICE)
+    await waiting_worker(service, BOB)
+    sent = []
+    for i in range(8):
+        sent += item_notices(await publish(service, f"i{i}"))
+        clock.advance(0.01)
+    assert [len(ids) for _, ids in sent] == [4, 4]
+    assert {to for to, _ in sent} == {ALICE.jid, BOB.jid}
+
+
 async def test_a_short_batch_goes_when_its_oldest_item_has_waited_the_wait(
     service: PubSubService, clock: FakeClock
 ) -> None:
@@ -136,6 +153,14 @@ async def test_subscribers_without_the_option_are_not_held(
     await queue(service)
     await service.subscribe(BOB, "jobs", BOB.jid, options(8, 4, None))
     assert item_notices(await publish(service, "i0")) == [(BOB.jid, ["i0"])]
+
+
+async def test_an_ordered_queue_never_holds(service: PubSubService, clock: FakeClock) -> None:
+    """One item of a key at a time: a batch of one key could never fill."""
+    await queue(service, ordered="1")
+    await waiting_worker(service, ALICE)
+    out = await service.publish(PUB, "jobs", "k1", "<j/>", 4, attributes={"ordering-key": "a"})
+    assert item_notices(out.effects) == [(ALICE.jid, ["k1"])]
 
 
 async def test_a_held_item_is_waiting_and_counted_as_such(

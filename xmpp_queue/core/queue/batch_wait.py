@@ -23,36 +23,44 @@ def ready_since(item: Item) -> datetime:
     return item.published_at if available is None else max(available, item.published_at)
 
 
-async def hold_for_batch(work: Work, node: Node, sub: Subscription, room: int | None) -> bool:
-    """Whether to send nothing yet, holding the ready items for a fuller batch.
+async def batch_after_wait(
+    work: Work, node: Node, sub: Subscription, room: int | None
+) -> int | None:
+    """None to send nothing yet, holding the ready items for a fuller batch; else how
+    many of the next ready items go to *sub* together (0: no batch is waited for).
 
     Only when the subscriber next in turn takes batches and set
     ``pubsub#queue_batch_wait``: while fewer items are ready than it would take in
     one notification (its batch size, or its room if that is smaller), and the
     oldest of them became ready less than the wait ago, nothing is sent and the
     queue is filed to be dispatched when that wait ends, or sooner by the next
-    operation that fills the batch. *room* is the subscriber's room when the
+    operation that fills the batch. Then the batch goes to *sub* whole: handed out
+    item by item as usual (fewest in flight first) it would be spread over every
+    worker with room, a notification each. *room* is the subscriber's room when the
     caller knows it (a single-active queue), else it is read here.
+
+    An ordered queue never holds: it hands out one item of a key at a time, so with
+    few keys a batch could never fill and every item of a key would wait in turn.
     """
     wait_ms = batch_wait_of(sub.options)
-    if wait_ms <= 0:
-        return False
+    if wait_ms <= 0 or node.config.queue_ordered:
+        return 0
     tx, node_id = work.tx, node.node_id
     if room is None:
         room = (sub.queue_requests or 0) - (await tx.items.in_flight(node_id)).get(sub.subid, 0)
     want = min(max_batch_of(sub.options), room)
     if want <= 1:
-        return False
+        return 0
     ready = await tx.items.next_ready(node_id, work.now, want)
     if not ready or len(ready) >= want:
-        return False
+        return len(ready)
     since = min(ready_since(item) for item in ready)
     until = since + timedelta(milliseconds=wait_ms)
     if until <= work.now:
-        return False
+        return len(ready)
     await tx.items.hold_dispatch(node_id, until)
     # Every time, not only for a new wake: a batch whose commit fails announces no
     # deadline, while the wake it filed stays; the next batch that holds tells the
     # timer again (one deadline read per commit batch, not per operation).
     work.deadlines_changed = True
-    return True
+    return None

@@ -25,7 +25,7 @@ from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.effects import ItemNotice, NoticeItem, UnlockNotice, headline
 from xmpp_queue.core.ledger import REASON_EXPIRED, EventKind, LedgerEvent, record
 from xmpp_queue.core.model import Affiliation, Item, Node, Subscription, copy_item
-from xmpp_queue.core.queue.batch_wait import hold_for_batch
+from xmpp_queue.core.queue.batch_wait import batch_after_wait
 from xmpp_queue.core.queue.deadlines import (
     dead_letter_node,
     lock_deadline,
@@ -84,10 +84,14 @@ class QueueEngine:
         if only is False:
             return 0
         next_in_turn = only if isinstance(only, Subscription) else first
-        if batch_wait_of(next_in_turn.options) and await hold_for_batch(
-            work, node, next_in_turn, room if only is not None else None
-        ):
-            return 0  # a batch worker's short batch waits a little (queue_batch_wait)
+        fill = 0  # items that go to next_in_turn together, its batch wait over
+        if batch_wait_of(next_in_turn.options):
+            batch = await batch_after_wait(
+                work, node, next_in_turn, room if only is not None else None
+            )
+            if batch is None:
+                return 0  # a batch worker's short batch waits a little (queue_batch_wait)
+            fill = batch
         batches = NoticeBatches(node_id, headline(node.config))
         sent, chunk = 0, 8
         while True:
@@ -105,8 +109,11 @@ class QueueEngine:
                         break
                     continue
                 key = (node_id, item.item_id)
-                if isinstance(only, Subscription):
-                    sub: Subscription | None = only if room > 0 else None
+                sub: Subscription | None
+                if fill > 0:
+                    sub = next_in_turn  # the batch it waited for, not spread over others
+                elif isinstance(only, Subscription):
+                    sub = only if room > 0 else None
                 else:
                     sub = await tx.subscriptions.next_with_room(
                         node_id, self._previous_holder.get(key)
@@ -120,7 +127,7 @@ class QueueEngine:
                 ):
                     continue
                 locked += 1
-                room -= 1
+                room, fill = room - 1, fill - 1
                 self._previous_holder.pop(key, None)
                 self._delivered(work, node, item, sub, batches)
                 sent += 1
