@@ -102,6 +102,7 @@ class Scenario:
     model: str = "plain"  # item headers: plain | attrs3 | delay100 | keysN (load.item_headers)
     src: str = ""  # another checkout's component (--compare-src), "" = this one
     linger_ms: float = 0.0  # workers group acks (the client library's ack_linger); 0 = off
+    wait_ms: float = 0.0  # workers' pubsub#queue_batch_wait (with batch > 1); 0 = off
 
     @property
     def label(self) -> str:
@@ -110,6 +111,7 @@ class Scenario:
         batch += f", publish batch {self.publish_batch}" if self.publish_batch > 1 else ""
         batch += f", {self.model}" if self.model != "plain" else ""
         batch += f", ack linger {self.linger_ms:g} ms" if self.linger_ms else ""
+        batch += f", batch wait {self.wait_ms:g} ms" if self.wait_ms else ""
         batch += ", previous commit" if self.src else ""
         return f"{self.target}{batch}, {load}" + (", metrics" if self.metrics else "")
 
@@ -393,7 +395,13 @@ class Bench:
         try:
             await asyncio.gather(*(c.connect() for c in clients))
             await self._set_up(
-                domain, server, pub, workers, scenario.batch, ordered_model(scenario.model)
+                domain,
+                server,
+                pub,
+                workers,
+                scenario.batch,
+                ordered_model(scenario.model),
+                round(scenario.wait_ms),
             )
             warm, n = args.warmup, args.items
             tracker = Tracker(warm + n)
@@ -460,6 +468,7 @@ class Bench:
         workers: list[LightClient],
         batch: int = 1,
         ordered: bool = False,
+        wait_ms: int = 0,
     ) -> None:
         """Wait for the component, create the queue node, subscribe every worker."""
         args = self.args
@@ -475,7 +484,7 @@ class Bench:
             w.send(f"<presence/><presence to='{domain}'/>")
             jid = w.bare if args.subscribe_jid == "bare" else w.jid
             answer = await w.request(
-                subscribe_queue(domain, NODE, jid, args.queue_requests, batch), "sub1"
+                subscribe_queue(domain, NODE, jid, args.queue_requests, batch, wait_ms), "sub1"
             )
             if not is_result(answer):
                 raise SetupError(f"subscribe failed: {answer[:600]!r}")
@@ -615,8 +624,10 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
                                     Scenario(
                                         *(backend, s.window, s.rate, metrics, batch, pb, model),
                                         linger_ms=linger,
+                                        wait_ms=wait if batch > 1 else 0.0,
                                     )
                                     for linger in args.ack_linger_ms
+                                    for wait in (args.batch_wait_ms if batch > 1 else [0.0])
                                 ]
                                 if args.compare_src and model == "plain":
                                     out.append(
@@ -812,6 +823,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=_list(float),
         default=[0.0],
         help="workers group acks for up to this long (or half their window), e.g. 0,100",
+    )
+    p.add_argument(
+        "--batch-wait-ms",
+        type=_list(float),
+        default=[0.0],
+        help="in the batched scenarios, workers let the service hold a short batch this "
+        "long (pubsub#queue_batch_wait), e.g. 0,5",
     )
     p.add_argument(
         "--rabbitmq", action="store_true", help="also run the RabbitMQ reference in this run"

@@ -100,6 +100,24 @@ async def test_the_batch_goes_whole_to_the_worker_it_waited_for(
     assert {to for to, _ in sent} == {ALICE.jid, BOB.jid}
 
 
+async def test_items_given_back_go_to_another_worker_even_in_a_batch(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """An unlocked item goes to another subscriber with room: a batch wait does not
+    send it back to the worker that gave it up."""
+    await queue(service, retry_delay="0")
+    await waiting_worker(service, ALICE)
+    await waiting_worker(service, BOB)
+    sent = []
+    for i in range(8):
+        sent += item_notices(await publish(service, f"i{i}"))
+    assert sent == [(ALICE.jid, ["i0", "i1", "i2", "i3"]), (BOB.jid, ["i4", "i5", "i6", "i7"])]
+    # Alice gives hers back: she holds fewest, so she is next in turn, and her batch
+    # would be full at once; the items go to Bob, who has room.
+    out = await service.unlock(ALICE, "jobs", [f"i{i}" for i in range(4)], reason="no")
+    assert item_notices(out.effects) == [(BOB.jid, ["i0", "i1", "i2", "i3"])]
+
+
 async def test_a_short_batch_goes_when_its_oldest_item_has_waited_the_wait(
     service: PubSubService, clock: FakeClock
 ) -> None:

@@ -109,15 +109,14 @@ class QueueEngine:
                         break
                     continue
                 key = (node_id, item.item_id)
+                avoid = self._previous_holder.get(key)
                 sub: Subscription | None
-                if fill > 0:
+                if fill > 0 and avoid != next_in_turn.subid:
                     sub = next_in_turn  # the batch it waited for, not spread over others
                 elif isinstance(only, Subscription):
                     sub = only if room > 0 else None
                 else:
-                    sub = await tx.subscriptions.next_with_room(
-                        node_id, self._previous_holder.get(key)
-                    )
+                    sub = await tx.subscriptions.next_with_room(node_id, avoid)
                 if sub is None:
                     batches.flush(work.effects)
                     return sent
@@ -127,7 +126,9 @@ class QueueEngine:
                 ):
                     continue
                 locked += 1
-                room, fill = room - 1, fill - 1
+                room -= 1
+                if sub is next_in_turn:
+                    fill -= 1
                 self._previous_holder.pop(key, None)
                 self._delivered(work, node, item, sub, batches)
                 sent += 1
