@@ -11,9 +11,11 @@ import pytest
 
 from tests.integration.queue_helpers import (
     PUBSUB,
+    SUBSCRIBE_OPTIONS,
     TIMEOUT,
     Inbox,
     create_queue,
+    form_xml,
     iq,
     match,
     retract_iq,
@@ -62,3 +64,45 @@ async def test_delays_priorities_and_the_dedup_window_survive_a_restart(
     assert time.time() >= start.timestamp() - 0.05
     await send(retract_iq(w1, node, "later"))
     await inbox.assert_none(match("item", node, "done"))
+
+
+async def test_a_batch_held_for_a_worker_goes_out_after_a_restart(
+    xmpp_server, database_url, component, client
+):
+    """``pubsub#queue_batch_wait`` is a timer in memory: a restart loses it. The worker
+    stays subscribed across the restart, nothing else touches the queue, and the
+    restarted component's first tick (over every queue) sends the held batch."""
+    proc = await component()
+    alice, w1 = await client("alice", server=xmpp_server), await client("w1", server=xmpp_server)
+    w1.remove_handler("Pubsub Event: Items")  # slixmpp's handler refuses several items
+    node = await create_queue(alice)
+    inbox = Inbox(w1)
+    sub = iq(
+        w1,
+        f"<pubsub xmlns='{PUBSUB}'><subscribe node='{node}' jid='{w1.boundjid}'/>"
+        "<options/></pubsub>",
+    )
+    options = {
+        "pubsub#queue_requests": 4,
+        "pubsub#queue_max_batch": 4,
+        "pubsub#queue_batch_wait": 2000,
+    }
+    sub.xml.find(f"{{{PUBSUB}}}pubsub/{{{PUBSUB}}}options").append(  # type: ignore[union-attr]
+        form_xml(SUBSCRIBE_OPTIONS, options)
+    )
+    await send(sub)
+    await put(alice, node, "a")
+    await put(alice, node, "b")
+    await inbox.wait_none(match("item", node), 0.3)  # two of four: held
+
+    await proc.restart()
+    a, b = await inbox.collect(2, match("item", node), TIMEOUT)
+    assert {a.item_id, b.item_id} == {"a", "b"}
+    assert a.message is b.message, "the held batch came as one notification"
+    await send(
+        iq(
+            w1,
+            f"<pubsub xmlns='{PUBSUB}'><retract node='{node}'><item id='a'/><item id='b'/>"
+            "</retract></pubsub>",
+        )
+    )
