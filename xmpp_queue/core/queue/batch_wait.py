@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from xmpp_queue.core.batcher import Work
 from xmpp_queue.core.model import Item, Node, Subscription
-from xmpp_queue.core.subscribe_options import batch_wait_of, max_batch_of
+from xmpp_queue.core.subscribe_options import max_batch_of
 
 
 def ready_since(item: Item) -> datetime:
@@ -24,26 +24,25 @@ def ready_since(item: Item) -> datetime:
 
 
 async def batch_after_wait(
-    work: Work, node: Node, sub: Subscription, room: int | None
+    work: Work, node: Node, sub: Subscription, wait_ms: int, room: int | None
 ) -> int | None:
     """None to send nothing yet, holding the ready items for a fuller batch; else how
     many of the next ready items go to *sub* together (0: no batch is waited for).
 
     Only when the subscriber next in turn takes batches and set
-    ``pubsub#queue_batch_wait``: while fewer items are ready than it would take in
-    one notification (its batch size, or its room if that is smaller), and the
-    oldest of them became ready less than the wait ago, nothing is sent and the
-    queue is filed to be dispatched when that wait ends, or sooner by the next
-    operation that fills the batch. Then the batch goes to *sub* whole: handed out
-    item by item as usual (fewest in flight first) it would be spread over every
-    worker with room, a notification each. *room* is the subscriber's room when the
-    caller knows it (a single-active queue), else it is read here.
+    ``pubsub#queue_batch_wait`` (*wait_ms*, above 0: the caller read it): while fewer
+    items are ready than it would take in one notification (its batch size, or its room
+    if that is smaller), and the oldest of them became ready less than the wait ago,
+    nothing is sent and the queue is filed to be dispatched when that wait ends, or
+    sooner by the next operation that fills the batch. Then the batch goes to *sub*
+    whole: handed out item by item as usual (fewest in flight first) it would be spread
+    over every worker with room, a notification each. *room* is the subscriber's room
+    when the caller knows it (a single-active queue), else it is read here.
 
     An ordered queue never holds: it hands out one item of a key at a time, so with
     few keys a batch could never fill and every item of a key would wait in turn.
     """
-    wait_ms = batch_wait_of(sub.options)
-    if wait_ms <= 0 or node.config.queue_ordered:
+    if node.config.queue_ordered:
         return 0
     tx, node_id = work.tx, node.node_id
     if room is None:

@@ -85,9 +85,10 @@ class QueueEngine:
             return 0
         next_in_turn = only if isinstance(only, Subscription) else first
         fill = 0  # items that go to next_in_turn together, its batch wait over
-        if batch_wait_of(next_in_turn.options):
+        wait_ms = batch_wait_of(next_in_turn.options)
+        if wait_ms:
             batch = await batch_after_wait(
-                work, node, next_in_turn, room if only is not None else None
+                work, node, next_in_turn, wait_ms, room if only is not None else None
             )
             if batch is None:
                 return 0  # a batch worker's short batch waits a little (queue_batch_wait)
