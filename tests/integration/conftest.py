@@ -38,6 +38,36 @@ from tests.kit.integration import (
     xmpp_queue_cli,
 )
 
+LOG_TAIL = 8000  # characters of each component log shown with a failure
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test shows the end of what each of its component processes logged.
+
+    A rare failure in CI (a timeout under load) can then be read from the run's
+    output instead of only retried: the logs live in the test's temporary
+    directory, which pytest removes a few runs later."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for name, text in component_logs(getattr(item, "funcargs", {})):
+        report.sections.append((f"component log {name}", text[-LOG_TAIL:]))
+
+
+def component_logs(funcargs: dict[str, object]) -> list[tuple[str, str]]:
+    """(log file name, its text) of every component process a test's fixtures hold:
+    a ``ComponentProcess`` itself, or a cluster of them (its ``procs``)."""
+    logs: list[tuple[str, str]] = []
+    for value in funcargs.values():
+        procs = getattr(value, "procs", None)
+        found = procs if isinstance(procs, list) else [value]
+        for proc in found:
+            if isinstance(proc, ComponentProcess):
+                logs.append((proc.log_path.name, proc.log_text()))
+    return logs
+
 
 @pytest.fixture(scope="session")
 def accounts() -> Accounts:
