@@ -25,9 +25,9 @@ def ready_since(item: Item) -> datetime:
 
 async def batch_after_wait(
     work: Work, node: Node, sub: Subscription, wait_ms: int, room: int | None
-) -> int | None:
-    """None to send nothing yet, holding the ready items for a fuller batch; else how
-    many of the next ready items go to *sub* together (0: no batch is waited for).
+) -> list[Item] | None:
+    """None to send nothing yet, holding the ready items for a fuller batch; else the
+    next ready items, which go to *sub* together (none: no batch is waited for).
 
     Only when the subscriber next in turn takes batches and set
     ``pubsub#queue_batch_wait`` (*wait_ms*, above 0: the caller read it): while fewer
@@ -43,20 +43,20 @@ async def batch_after_wait(
     few keys a batch could never fill and every item of a key would wait in turn.
     """
     if node.config.queue_ordered:
-        return 0
+        return []
     tx, node_id = work.tx, node.node_id
     if room is None:
         room = (sub.queue_requests or 0) - (await tx.items.in_flight(node_id)).get(sub.subid, 0)
     want = min(max_batch_of(sub.options), room)
     if want <= 1:
-        return 0
+        return []
     ready = await tx.items.next_ready(node_id, work.now, want)
     if not ready or len(ready) >= want:
-        return len(ready)
+        return ready
     since = min(ready_since(item) for item in ready)
     until = since + timedelta(milliseconds=wait_ms)
     if until <= work.now:
-        return len(ready)
+        return ready
     await tx.items.hold_dispatch(node_id, until)
     # Every time, not only for a new wake: a batch whose commit fails announces no
     # deadline, while the wake it filed stays; the next batch that holds tells the

@@ -84,19 +84,21 @@ class QueueEngine:
         if only is False:
             return 0
         next_in_turn = only if isinstance(only, Subscription) else first
-        fill = 0  # items that go to next_in_turn together, its batch wait over
-        wait_ms = batch_wait_of(next_in_turn.options)
-        if wait_ms:
-            batch = await batch_after_wait(
+        fill, waited = 0, None  # items that go to next_in_turn together, its wait over
+        if wait_ms := batch_wait_of(next_in_turn.options):
+            waited = await batch_after_wait(
                 work, node, next_in_turn, wait_ms, room if only is not None else None
             )
-            if batch is None:
+            if waited is None:
                 return 0  # a batch worker's short batch waits a little (queue_batch_wait)
-            fill = batch
+            fill = len(waited)
         batches = NoticeBatches(node_id, headline(node.config))
         sent, chunk = 0, 8
         while True:
-            ready = await tx.items.next_ready(node_id, work.now, chunk)
+            if waited:  # the batch waited for is the first chunk: read once, not twice
+                ready, chunk, waited = waited, len(waited), None
+            else:
+                ready = await tx.items.next_ready(node_id, work.now, chunk)
             locked = 0
             behind_key = False
             for item in ready:
