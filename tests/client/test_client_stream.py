@@ -129,7 +129,7 @@ class FakeLink:
         return None
 
     async def subscribe_queue(
-        self, node: str, queue_requests: int, max_batch: int = 1
+        self, node: str, queue_requests: int, max_batch: int = 1, batch_wait: float = 0.0
     ) -> SubscriptionResult:
         batch = f" batch {max_batch}" if max_batch > 1 else ""
         self.log.append(f"subscribe {node} {queue_requests}{batch}")

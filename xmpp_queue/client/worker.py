@@ -245,9 +245,8 @@ class Worker:
     async def _subscribe(self, link: PubSubLink) -> None:
         async def subscribe() -> SubscriptionResult:
             link.send_presence()  # to the node's service: our locks are tied to it
-            wait = {"batch_wait": self.batch_wait} if self.batch_wait else {}  # fakes lack it
             return await link.subscribe_queue(
-                self.node, self.queue_requests, self.max_batch, **wait
+                self.node, self.queue_requests, self.max_batch, self.batch_wait
             )
 
         sub = await point_and_follow(self.placements, self.node, link, subscribe)
