@@ -46,6 +46,10 @@ class GatedBackend:
             raise FlushFailed(error, maybe_committed=getattr(error, "uncertain", False))
         await self.inner.write(flush)
 
+    def write_now(self, flush: Flush) -> bool:
+        """Held writes never happen here and now: they go to :meth:`write`."""
+        return False if self.hold else bool(self.inner.write_now(flush))
+
     def release(self, n: int) -> None:
         """Let held write number *n* (0: the first held) reach the database."""
         self.held[n].set_result(None)

@@ -231,3 +231,37 @@ async def test_no_commit_on_the_loop_while_a_read_is_on_the_thread(
     finally:
         release.set()
         await store.close()
+
+
+async def test_a_commit_on_the_loop_is_durable_when_the_hand_off_returns(
+    sqlite_url: str,
+) -> None:
+    """``write_now``: the batch's future is resolved by the hand-off itself, so no
+    write task, shield or callback turn stands between the commit and the answers."""
+    store, _ = await _open_with_node(sqlite_url)
+    try:
+        async with store.transaction() as tx:
+            await tx.items.put(item("jobs", "a"))
+            durable = await tx.hand_off()
+            assert durable.done() and durable.exception() is None
+            assert await _stored_ids(sqlite_url) == ["a"]  # already in the file
+    finally:
+        await store.close()
+
+
+async def test_a_commit_sent_to_the_thread_is_durable_only_when_its_write_ends(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, backend = await _open_with_node(sqlite_url)
+    try:
+        threads = _record_threads(monkeypatch)
+        backend.place.lock_taken(time.monotonic())  # the next commits go to the thread
+        async with store.transaction() as tx:
+            await tx.items.put(item("jobs", "a"))
+            durable = await tx.hand_off()
+            assert not durable.done()  # handed to the writer thread
+        await asyncio.wait_for(durable, 10)
+        assert threads and threads[0] != threading.get_ident()
+        assert await _stored_ids(sqlite_url) == ["a"]
+    finally:
+        await store.close()

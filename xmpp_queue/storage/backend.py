@@ -48,6 +48,14 @@ class Backend(Protocol):
     async def write(self, flush: Flush) -> None:
         """Write *flush* in one transaction and commit; raise FlushFailed."""
 
+    def write_now(self, flush: Flush) -> bool:
+        """Write *flush* here, without yielding to the event loop, when this backend
+        commits on the loop anyway (SQLite while its commits stay quick, memory);
+        False: nothing was written, :meth:`write` must. Raises as :meth:`write`.
+
+        Why: a commit that is done before the call returns settles its batch with
+        no task, shield or callback turn between the commit and the answers."""
+
     async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int: ...
 
     async def payloads(self, node_id: str, item_ids: list[str]) -> dict[str, str | None]: ...

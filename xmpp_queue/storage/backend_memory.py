@@ -32,11 +32,15 @@ class MemoryBackend:
         return MemoryState()
 
     async def write(self, flush: Flush) -> None:
+        self.write_now(flush)
+
+    def write_now(self, flush: Flush) -> bool:
         if self.fail_next > 0:
             self.fail_next -= 1
             raise FlushFailed(StorageUnavailable("the write failed (simulated)"), False)
         self.events.extend(flush.events)
         self.writes += 1
+        return True
 
     async def ledger_count(self, node_id: str, kind: EventKind, since: datetime) -> int:
         return sum(1 for e in self.events if e.node == node_id and e.kind == kind and e.at >= since)

@@ -179,6 +179,9 @@ class PostgresBackend:
         async with self._busy:
             await self._write(flush)
 
+    def write_now(self, flush: Flush) -> bool:
+        return False  # every commit is a round trip to the server
+
     def _plan(self, flush: Flush) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """The commit's statements and rows (a shard adds its placement rows)."""
         return write_plan(flush, POSTGRES, same_time)

@@ -128,17 +128,21 @@ class SqliteBackend:
         """Commit *flush*: here on the loop while commits stay quick and nothing else
         is on the thread, else on the thread (``commit_place``); the same rows and
         errors either way."""
-        plan = write_plan(flush, SQLITE, sqlite_times())
-        if self._handed == 0 and self.place.on_loop(time.monotonic()):
-            try:
-                if self._write_on_loop(plan):
-                    return
-            except FlushFailed as failed:
-                failed.error = translate(failed.error, sqlite_outage)
-                raise
-            except Exception as exc:
-                raise translate(exc, sqlite_outage) from exc
-        await self._run(lambda: self._write(plan))
+        if not self.write_now(flush):
+            plan = write_plan(flush, SQLITE, sqlite_times())
+            await self._run(lambda: self._write(plan))
+
+    def write_now(self, flush: Flush) -> bool:
+        """Commit *flush* on the loop if commits go there now (see :meth:`write`)."""
+        if self._handed or not self.place.on_loop(time.monotonic()):
+            return False
+        try:
+            return self._write_on_loop(write_plan(flush, SQLITE, sqlite_times()))
+        except FlushFailed as failed:
+            failed.error = translate(failed.error, sqlite_outage)
+            raise
+        except Exception as exc:
+            raise translate(exc, sqlite_outage) from exc
 
     def _write_on_loop(self, plan: list[tuple[str, list[tuple[Any, ...]]]]) -> bool:
         """Commit *plan* here, on the event loop; False when the write lock was taken

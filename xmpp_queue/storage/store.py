@@ -24,7 +24,9 @@ How one transaction works (``changes`` has the details):
   runs one at a time anyway), so within one, memory is the truth;
 - a transaction hands its changes off (:meth:`StateTransaction.hand_off`); the
   next one runs on top of them while they are written and hands off only after
-  that write settled (one commit in flight: ``inflight.py``);
+  that write settled (one commit in flight: ``inflight.py``). A backend that
+  commits on the event loop anyway (SQLite while commits are quick) writes them
+  within the hand-off (``write_now``): no task stands between commit and answers;
 - each write changes memory at once and records the key's original value;
 - :meth:`StateTransaction.commit` writes the difference between the
   originals and memory: deletes, then upserts (nodes before their children),
@@ -47,16 +49,11 @@ Ledger reads (``count``, ``events``) see the committed rows plus the current
 transaction's pending ones; history is never held in memory.
 
 Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
-does not keep its items whole (``backlog``). Past the store's budget
-(*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
-memory (its node's cold tail: 8 bytes, 24 with a due time), and the load reads
-them that way. Items that stay whole may still keep their payload in
-the database (``COLD``): items loaded at open and new waiting items beyond the
-first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
-``get``, paging, expiry) fetch what is missing in one query, a dispatch taking
-the next ``PREFETCH`` along, so a deep backlog costs one small query per few
-hundred deliveries and an ack needs none. Writes to items whose payload is not
-in memory update every column but the payload.
+does not keep its items whole. Past the store's budget (*backlog_bytes*), a plain
+waiting item a commit writes keeps only its seq in memory, items may keep their
+payload in the database only (``COLD``), and reads that hand items out fetch what
+is missing in one query (``backlog`` has the rules). Writes to items whose payload
+is not in memory update every column but the payload.
 
 Item ``seq`` (publish order) and subscription ids (creation order) are handed
 out in memory, above every value in the database and its counters (SQLite's
@@ -72,37 +69,20 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from xmpp_queue.core.model import Item
-from xmpp_queue.core.ports import (
-    AffiliationRepository,
-    EventLedger,
-    ItemRepository,
-    NodeRepository,
-    Savepoint,
-    Store,
-    SubscriptionRepository,
-    Transaction,
-)
+from xmpp_queue.core.ports import Store, Transaction
 from xmpp_queue.storage import backlog
 from xmpp_queue.storage.backend import Backend, FlushFailed, open_backend
 from xmpp_queue.storage.backlog import DEFAULT_BUDGET, BacklogBudget
-from xmpp_queue.storage.changes import ChangeSet
 from xmpp_queue.storage.id_filter_fill import fill_id_filters
 from xmpp_queue.storage.inflight import (
-    AfterInFlight,
     InFlight,
     cool_settled,
     durable_now,
     note_finished,
     retrieve,
 )
-from xmpp_queue.storage.items_repo import ItemsRepo
-from xmpp_queue.storage.repositories import (
-    AffiliationsRepo,
-    LedgerRepo,
-    NodesRepo,
-    SubscriptionsRepo,
-)
 from xmpp_queue.storage.state import MemoryState
+from xmpp_queue.storage.state_transaction import StateTransaction
 from xmpp_queue.storage.write_health import WriteHealth
 
 if TYPE_CHECKING:
@@ -113,39 +93,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("xmpp_queue.storage.store")
 
 __all__ = ["StateStore", "StateTransaction"]
-
-
-class StateTransaction:
-    """Repositories over the store's memory plus the record of what changed."""
-
-    def __init__(self, store: StateStore, state: MemoryState) -> None:
-        self._store = store
-        self.changes = ChangeSet(state)
-        self.nodes: NodeRepository = NodesRepo(state, self.changes)
-        self.affiliations: AffiliationRepository = AffiliationsRepo(state, self.changes)
-        self.subscriptions: SubscriptionRepository = SubscriptionsRepo(state, self.changes)
-        self.items: ItemRepository = ItemsRepo(state, self.changes, store.backend)
-        self.ledger: EventLedger = LedgerRepo(self.changes, AfterInFlight(store))
-
-    def savepoint(self) -> Savepoint:
-        """One operation's mark: its changes can be undone alone (per-operation undo)."""
-        return self.changes.savepoint()
-
-    async def hand_off(self) -> asyncio.Future[None]:
-        """Start writing what changed; the future resolves once it is durable.
-
-        Waits for the commit in flight first (one at a time); raises, with
-        this transaction's changes undone, if that commit failed."""
-        return await self._store.hand_off(self)
-
-    async def commit(self) -> None:
-        """Write what changed and wait until durable; on failure memory is rolled back."""
-        durable = await self.hand_off()
-        await asyncio.shield(durable)
-
-    def rollback(self) -> None:
-        if self.changes:
-            self.changes.rollback()
 
 
 class StateStore:
@@ -292,11 +239,20 @@ class StateStore:
         c = InFlight(changes.detach(), flush, done, dependent=True)  # tx may go on
         changes.earlier = flush.events
         self._inflight = c
-        c.task = asyncio.ensure_future(self._write(c))
+        try:
+            wrote = self.backend.write_now(flush)  # durable already: no task to wait for
+        except Exception as exc:  # retried or failed as a write task's error would be
+            c.task = asyncio.ensure_future(self._write(c, exc))
+            return done
+        if wrote:
+            self._written(c)
+        else:
+            c.task = asyncio.ensure_future(self._write(c))
         return done
 
-    async def _write(self, c: InFlight) -> None:
-        """Write *c*'s plan; settle it (durable, or failed and undone).
+    async def _write(self, c: InFlight, failed: Exception | None = None) -> None:
+        """Write *c*'s plan; settle it (durable, or failed and undone). *failed*:
+        the error of a first try made by ``write_now``.
 
         A write the database surely did not commit (the connection was lost
         before COMMIT) is written again on a new connection for up to
@@ -305,17 +261,21 @@ class StateStore:
         A failure of the COMMIT itself is not retried (the database may hold it:
         reload, see the module docstring)."""
         while True:
-            writing = asyncio.ensure_future(self.backend.write(c.flush))
-            self._writing = writing
+            writing = None
             try:
+                if failed is not None:
+                    raise failed
+                writing = asyncio.ensure_future(self.backend.write(c.flush))
+                self._writing = writing
                 # Shielded: a cancelled store task must not abandon a write that
                 # may still commit, or memory and database would part ways unseen.
                 await asyncio.shield(writing)
-            except FlushFailed as failed:
-                if self.health.failed(failed.error, failed.maybe_committed):
+            except FlushFailed as error:
+                failed = None
+                if self.health.failed(error.error, error.maybe_committed):
                     await asyncio.sleep(self.health.retry_delay())
                     continue
-                self._fail(c, failed.error, failed.maybe_committed)
+                self._fail(c, error.error, error.maybe_committed)
                 return
             except asyncio.CancelledError as exc:
                 self._fail(c, exc, maybe_committed=True)  # the write goes on: reload
@@ -324,9 +284,13 @@ class StateStore:
                 self._fail(c, exc, maybe_committed=False)
                 return
             finally:
-                if writing.done():
+                if writing is not None and writing.done():
                     self._writing = None
             break
+        self._written(c)
+
+    def _written(self, c: InFlight) -> None:
+        """*c* is durable: forget its originals and answer its batch."""
         self.health.written()
         c.changes.clear()
         if self.backend.keeps_payloads:
@@ -361,13 +325,17 @@ class StateStore:
             self._reload = True
             log.warning("event=commit_uncertain action=reload_at_next_transaction")
 
-    async def _reload_state(self) -> None:
+    async def write_ended(self) -> None:
+        """Wait for the backend write under way (a task's), whatever its outcome."""
         if self._writing is not None:
             try:
                 await self._writing
             except BaseException:
                 pass
             self._writing = None
+
+    async def _reload_state(self) -> None:
+        await self.write_ended()
         self._state = await self.backend.load()
         self._to_cool = []  # items of the old state
         self._reload = False
@@ -386,11 +354,7 @@ class StateStore:
                 pass
         async with self._lock:
             await self.settled()
-            if self._writing is not None:
-                try:
-                    await self._writing
-                except BaseException:
-                    pass
+            await self.write_ended()
             await self.backend.close()
 
 

@@ -23,13 +23,7 @@ async def reloaded_after(store: StateStore, action: Callable[[], Awaitable[T]]) 
     load the store's memory from the database again, whatever *action* did (a failed
     load is retried at the next transaction). Costs a full load: for rare events."""
     async with store._lock:
-        writing = store._writing
-        if writing is not None:
-            try:
-                await writing
-            except BaseException:
-                pass
-            store._writing = None
+        await store.write_ended()
         try:
             return await action()
         finally:
