@@ -73,6 +73,18 @@ def _pct(samples: list[float], q: int) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1] * 1000
 
 
+def _beams_cpu(pids: list[int]) -> dict[int, float]:
+    """CPU seconds of each of *pids* still running: a ``rabbitmqctl`` started by
+    something else on the machine is a beam.smp of its own, gone seconds later."""
+    found = {}
+    for pid in pids:
+        try:
+            found[pid] = cpu_seconds(pid)
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def _beam_pids() -> list[int]:
     """RabbitMQ's Erlang VMs only: another beam.smp on the machine (an ejabberd of a
     test run) is not the broker, and may come and go during the measurement."""
@@ -200,14 +212,16 @@ async def one_run(args: argparse.Namespace) -> dict[str, float]:
 
         await _publish(pub_channel, queue_name, run, range(args.warmup), args)
         await asyncio.wait_for(run.acked_at_least(args.warmup), args.timeout)
-        beams = _beam_pids()
-        cpu0 = sum(cpu_seconds(p) for p in beams), cpu_seconds(os.getpid())
+        beams = _beams_cpu(_beam_pids())
+        cpu0 = sum(beams.values()), cpu_seconds(os.getpid())
         busy0, _ = machine_busy_seconds()
         started = loop.time()
         await _publish(pub_channel, queue_name, run, range(args.warmup, total), args)
         await asyncio.wait_for(run.acked_at_least(total), args.timeout)
         elapsed = max(run.acked[i] for i in range(args.warmup, total)) - started
-        cpu1 = sum(cpu_seconds(p) for p in beams), cpu_seconds(os.getpid())
+        still = _beams_cpu(list(beams))
+        cpu0 = sum(beams[p] for p in still), cpu0[1]  # a short-lived CLI VM left meanwhile
+        cpu1 = sum(still.values()), cpu_seconds(os.getpid())
         busy1, _ = machine_busy_seconds()
         for conn in consumers:  # first, so the broker need not cancel their consumers
             await conn.close()
