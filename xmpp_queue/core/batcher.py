@@ -157,6 +157,9 @@ class CommitBatcher:
             self._resolve(batch, _UNCHANGED)
             return
         self._inflight = durable
+        if durable.done():  # committed within the hand-off: answer now, not a turn later
+            self._settle(batch, deadline, durable)
+            return
         durable.add_done_callback(lambda done: self._settle(batch, deadline, done))
         durable.add_done_callback(lambda _: self._wake.set())
 

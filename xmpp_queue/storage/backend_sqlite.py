@@ -57,14 +57,22 @@ class SqliteBackend:
         self._raw: Any = None
         self._conn: sqlite3.Connection | None = None
         self._busy_ms = 0  # the connection's busy timeout, read when it opens
+        self._busy_now = 0  # the one it has now: 0 after a commit on the loop
         self._handed = 0  # calls handed to the worker thread and not yet back
         self.place = CommitPlace()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
         self._handed += 1
+
+        def patiently() -> T:  # the thread waits for a lock the loop never waits for
+            if self._busy_now != self._busy_ms:
+                self._connection().execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                self._busy_now = self._busy_ms
+            return fn()
+
         try:
-            return await loop.run_in_executor(self._worker, fn)
+            return await loop.run_in_executor(self._worker, patiently)
         except FlushFailed as failed:
             failed.error = translate(failed.error, sqlite_outage)
             raise
@@ -78,7 +86,7 @@ class SqliteBackend:
             self._raw = self._engine.raw_connection()  # pragmas: engine.py
             conn = self._raw.driver_connection
             assert isinstance(conn, sqlite3.Connection)
-            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._busy_ms = self._busy_now = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
             self._conn = conn
         return self._conn
 
@@ -149,7 +157,9 @@ class SqliteBackend:
         by another connection (nothing written: the thread waits for the lock)."""
         conn = self._connection()
         started = time.monotonic()
-        conn.execute("PRAGMA busy_timeout = 0")  # never wait for a lock on the loop
+        if self._busy_now != 0:  # never wait for a lock on the loop (the thread resets it)
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._busy_now = 0
         try:
             self._write(plan)
         except FlushFailed as failed:
@@ -157,11 +167,6 @@ class SqliteBackend:
                 self.place.lock_taken(time.monotonic())
                 return False
             raise
-        finally:
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            except sqlite3.Error:
-                pass  # the connection is gone: the error above says so
         ended = time.monotonic()
         self.place.took(ended - started, ended)
         return True
