@@ -501,22 +501,28 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
         f"worker{k}": PASSWORD for k in range(max(q for q, _ in ALL_SHAPES.values()) * args.workers)
     }
     runs: list[Run] = []
-    plan = [s for r in range(args.repeat) for s in in_round_order(scenarios(args), r)]
+    rounds = [in_round_order(scenarios(args), r) for r in range(args.repeat)]
+    if not args.prosody_per_round:  # one Prosody for the run (queue_throughput.py's option)
+        rounds = [[s for r in rounds for s in r]]
+    bench: TopicBench | None = None
     with tempfile.TemporaryDirectory(prefix="xq-topics-wire-") as workdir:
-        prosody = private_prosody(
-            {QUEUE_DOMAIN: SECRET},
-            users,
-            nagle=False,
-            extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
-        )
-        with prosody:
-            bench = TopicBench(args, prosody, Path(workdir))
-            for scenario in plan:
-                print(f"... {scenario.label}", file=sys.stderr, flush=True)
-                run = await bench.run_topic(scenario)
-                runs.append(run)
-                print_runs([run])
-    for path in dict.fromkeys(bench.profiles):  # one file per scenario: its last run
+        for plan in rounds:
+            prosody = private_prosody(
+                {QUEUE_DOMAIN: SECRET},
+                users,
+                nagle=False,
+                extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
+            )
+            with prosody:
+                if bench is None:
+                    bench = TopicBench(args, prosody, Path(workdir))
+                bench.prosody = prosody
+                for scenario in plan:
+                    print(f"... {scenario.label}", file=sys.stderr, flush=True)
+                    run = await bench.run_topic(scenario)
+                    runs.append(run)
+                    print_runs([run])
+    for path in dict.fromkeys(bench.profiles if bench is not None else []):  # one per scenario
         from profile_summary import report
 
         print(report(path, top=args.top))
