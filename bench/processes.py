@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from xmpp_queue.servers.prosody import PrivateProsody
@@ -46,6 +46,17 @@ def private_prosody(
 
     return PrivateProsody(
         components, users, nagle=nagle, extra_config=extra_config, log_level="warn"
+    )
+
+
+def run_prosody(
+    components: dict[str, str], users: dict[str, str], args: Any, *, nagle: bool = False
+) -> PrivateProsody:
+    """:func:`private_prosody` as a run's arguments ask for it: its Lua GC mode
+    (``--prosody-gc``) and the extra lines of ``--prosody-extra``."""
+    gc = f'gc = {{ mode = "{args.prosody_gc}" }}'
+    return private_prosody(
+        components, users, nagle=nagle, extra_config=f"{gc}\n{args.prosody_extra}"
     )
 
 

@@ -178,19 +178,13 @@ class PushBench(Bench):
 
 
 async def run_all(args: argparse.Namespace) -> list[Figures]:
-    from processes import private_prosody
+    from processes import run_prosody
 
     users = {"publisher": PASSWORD} | {f"worker{k}": PASSWORD for k in range(args.workers)}
     results: list[Figures] = []
     plan = [s for _ in range(args.repeat) for s in scenarios(args)]
     with tempfile.TemporaryDirectory(prefix="xq-push-bench-") as workdir:
-        prosody = private_prosody(
-            {QUEUE_DOMAIN: SECRET},
-            users,
-            nagle=False,
-            extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
-        )
-        with prosody:
+        with run_prosody({QUEUE_DOMAIN: SECRET}, users, args) as prosody:
             bench = PushBench(args, prosody, Path(workdir))
             for scenario in plan:
                 print(f"... {scenario.label}", file=sys.stderr, flush=True)

@@ -68,9 +68,9 @@ from processes import (
     drop_postgres_db,
     machine_busy_seconds,
     migrate,
-    private_prosody,
     prosody_version,
     recreate_postgres_db,
+    run_prosody,
     scratch_db_name,
     start_component,
     start_null_component,
@@ -756,11 +756,8 @@ async def run_all(args: argparse.Namespace) -> list[Figures]:
     results: list[Figures] = []
 
     def new_prosody() -> PrivateProsody:
-        return private_prosody(
-            {QUEUE_DOMAIN: SECRET, NULL_DOMAIN: SECRET},
-            users,
-            nagle=args.nagle,
-            extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
+        return run_prosody(
+            {QUEUE_DOMAIN: SECRET, NULL_DOMAIN: SECRET}, users, args, nagle=args.nagle
         )
 
     # One Prosody for the whole run, or (--prosody-per-round) a fresh one per round:

@@ -84,7 +84,7 @@ from load import (
     queue_members,
     subscribe_queue,
 )
-from processes import REPO, Child, private_prosody
+from processes import REPO, Child, run_prosody
 from queue_throughput import (
     PASSWORD,
     QUEUE_DOMAIN,
@@ -507,13 +507,7 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
     bench: TopicBench | None = None
     with tempfile.TemporaryDirectory(prefix="xq-topics-wire-") as workdir:
         for plan in rounds:
-            prosody = private_prosody(
-                {QUEUE_DOMAIN: SECRET},
-                users,
-                nagle=False,
-                extra_config=f'gc = {{ mode = "{args.prosody_gc}" }}\n{args.prosody_extra}',
-            )
-            with prosody:
+            with run_prosody({QUEUE_DOMAIN: SECRET}, users, args) as prosody:
                 if bench is None:
                     bench = TopicBench(args, prosody, Path(workdir))
                 bench.prosody = prosody
