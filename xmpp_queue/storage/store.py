@@ -49,11 +49,16 @@ Ledger reads (``count``, ``events``) see the committed rows plus the current
 transaction's pending ones; history is never held in memory.
 
 Memory: a whole item costs about 400 bytes plus its payload; a deep backlog
-does not keep its items whole. Past the store's budget (*backlog_bytes*), a plain
-waiting item a commit writes keeps only its seq in memory, items may keep their
-payload in the database only (``COLD``), and reads that hand items out fetch what
-is missing in one query (``backlog`` has the rules). Writes to items whose payload
-is not in memory update every column but the payload.
+does not keep its items whole (``backlog``). Past the store's budget
+(*backlog_bytes*), a plain waiting item a commit writes keeps only its seq in
+memory (its node's cold tail: 8 bytes, 24 with a due time), and the load reads
+them that way. Items that stay whole may still keep their payload in
+the database (``COLD``): items loaded at open and new waiting items beyond the
+first ``HOT_WINDOW`` of a long queue. Reads that hand items out (dispatch,
+``get``, paging, expiry) fetch what is missing in one query, a dispatch taking
+the next ``PREFETCH`` along, so a deep backlog costs one small query per few
+hundred deliveries and an ack needs none. Writes to items whose payload is not
+in memory update every column but the payload.
 
 Item ``seq`` (publish order) and subscription ids (creation order) are handed
 out in memory, above every value in the database and its counters (SQLite's
