@@ -760,10 +760,10 @@ async def run_all(args: argparse.Namespace) -> list[Figures]:
             {QUEUE_DOMAIN: SECRET, NULL_DOMAIN: SECRET}, users, args, nagle=args.nagle
         )
 
-    # One Prosody for the whole run, or (--prosody-per-round) a fresh one per round:
-    # with the stock incremental GC a long-lived Prosody's CPU per item grew round by
+    # One Prosody for the whole run, or (--prosody-per-round) a fresh one per round: in
+    # long runs with the stock incremental GC, Prosody's CPU per item grew round by
     # round (the null component's 748, 850, 1,035 µs at 500/s in one run), which later
-    # rounds of every scenario paid alike.
+    # rounds of every scenario paid alike; a fresh Prosody takes its state out of it.
     rounds = [in_round_order(scenarios(args), n) for n in range(args.repeat)]
     if not args.prosody_per_round:
         rounds = [[s for r in rounds for s in r]]
