@@ -213,14 +213,14 @@ async def one_run(args: argparse.Namespace) -> dict[str, float]:
         await _publish(pub_channel, queue_name, run, range(args.warmup), args)
         await asyncio.wait_for(run.acked_at_least(args.warmup), args.timeout)
         beams = _beams_cpu(_beam_pids())
-        cpu0 = sum(beams.values()), cpu_seconds(os.getpid())
+        own0 = cpu_seconds(os.getpid())
         busy0, _ = machine_busy_seconds()
         started = loop.time()
         await _publish(pub_channel, queue_name, run, range(args.warmup, total), args)
         await asyncio.wait_for(run.acked_at_least(total), args.timeout)
         elapsed = max(run.acked[i] for i in range(args.warmup, total)) - started
-        still = _beams_cpu(list(beams))
-        cpu0 = sum(beams[p] for p in still), cpu0[1]  # a short-lived CLI VM left meanwhile
+        still = _beams_cpu(list(beams))  # a short-lived CLI VM may have left meanwhile
+        cpu0 = sum(beams[p] for p in still), own0
         cpu1 = sum(still.values()), cpu_seconds(os.getpid())
         busy1, _ = machine_busy_seconds()
         for conn in consumers:  # first, so the broker need not cancel their consumers
