@@ -13,7 +13,12 @@ So the same light workers can ack its "deliveries", and the run has exactly the 
 flow of the real queue (publish, result, notification, retract, result, notification),
 with no storage and no logic. Everything one socket read produces goes out in one write.
 
+`topic` mode (`null_topic.py`) answers `topics_wire.py`'s set-up and publishes and sends a
+topic's copies to its bound queues' workers, batched and acked as the real service does:
+the ceiling of issue 21's filter shapes.
+
 Run: `python bench/null_component.py --port P --domain null.localhost --secret S --mode message`
+(`--mode iq`, `message` or `topic`)
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import asyncio
 import hashlib
 import re
 
+from null_topic import NullTopic
 from wire import StanzaSplitter, attr, start_tag
 
 _ITEM_ID = re.compile(rb"<item\b[^>]*?\bid=(?:'([^']*)'|\"([^\"]*)\")")
@@ -39,9 +45,10 @@ def _group(m: re.Match[bytes] | None) -> bytes:
 class NullComponent:
     """The reply logic, separate from the socket so it can be exercised on bytes."""
 
-    def __init__(self, domain: str, mode: str) -> None:
+    def __init__(self, domain: str, mode: str, topic: NullTopic | None = None) -> None:
         self.domain = domain.encode()
         self.send_messages = mode == "message"
+        self.topic = topic  # `topic` mode: a topic's fan-out (null_topic)
         self.subscribers: list[bytes] = []
         self._next = 0
 
@@ -55,6 +62,8 @@ class NullComponent:
         sender = attr(head, b"from") or b""
         me = attr(head, b"to") or self.domain
         iq_id = attr(head, b"id") or b""
+        if self.topic is not None:
+            return self.topic.answer(stanza, head, sender, iq_id)
         out = [b"<iq type='result' id='%s' from='%s' to='%s'/>" % (iq_id, me, sender)]
         if not self.send_messages:
             return out
@@ -88,7 +97,10 @@ async def serve(host: str, port: int, domain: str, secret: str, mode: str) -> No
         b"xmlns:stream='http://etherx.jabber.org/streams' to='%s'>" % domain.encode()
     )
     splitter = StanzaSplitter()
-    logic = NullComponent(domain, mode)
+    topic = None
+    if mode == "topic":
+        topic = NullTopic(domain.encode(), writer.write, asyncio.get_running_loop().call_later)
+    logic = NullComponent(domain, mode, topic)
     authenticated = False
     while True:
         data = await reader.read(65536)
@@ -116,7 +128,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--domain", required=True)
     parser.add_argument("--secret", required=True)
-    parser.add_argument("--mode", choices=("iq", "message"), default="iq")
+    parser.add_argument("--mode", choices=("iq", "message", "topic"), default="iq")
     args = parser.parse_args()
     asyncio.run(serve(args.host, args.port, args.domain, args.secret, args.mode))
 

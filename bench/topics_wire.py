@@ -47,9 +47,13 @@ lets the service hold a short batch for up to `--batch-wait-ms` (default 50) to 
 thread, with `taskset`): the scheduler's placement of the two on the 2 cores moved the
 unbound rate by a third from round to round, and pinned runs spread much less.
 `--profile DIR` samples the component with py-spy during each measured run (the last run
-of each scenario is kept) and prints its hot spots. `--count-commits` serves the
-component's `/metrics` and prints the commits per publish and operations per commit of
-each measured run (whether the workers' acks join the publishes' batches); the metrics
+of each scenario is kept) and prints its hot spots. `--null` also runs every shape
+against the null component's `topic` mode in each round (`null_topic.py`: the same
+stanzas, batched and acked alike, no storage, no logic), so each shape's share of the
+unbound rate can be read against the share that the XMPP server and the machine leave
+to any component. `--count-commits` serves the component's `/metrics` and prints the
+commits per publish and operations per commit of each measured run (whether the
+workers' acks join the publishes' batches; not with `--null`); the metrics
 cost CPU of their own, so compare CPU figures only between runs without it.
 
 Run from the repository root:
@@ -58,6 +62,7 @@ Run from the repository root:
     python bench/topics_wire.py --shapes unbound,1x10,1x100 --repeat 3
     python bench/topics_wire.py --shapes unbound,queue,5x100 --repeat 3 --pin
     python bench/topics_wire.py --shapes unbound,1x10,1x10+batch+wait,5x10,5x10+batch+wait
+    python bench/topics_wire.py --shapes unbound,5x10+batch+wait --null --pin --prosody-per-round
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ from load import (
     queue_members,
     subscribe_queue,
 )
-from processes import REPO, Child, run_prosody
+from processes import REPO, Child, run_prosody, start_null_component
 from queue_throughput import (
     PASSWORD,
     QUEUE_DOMAIN,
@@ -258,6 +263,16 @@ class Run:
     items_per_notice: float | None = None  # the workers' items per notification
 
 
+@dataclass(frozen=True)
+class TopicScenario(Scenario):
+    null: bool = False
+    """Against the null component's `topic` mode (``--null``): the same stanzas, no work."""
+
+    @property
+    def label(self) -> str:
+        return super().label + (", null component" if self.null else "")
+
+
 class TopicBench(Bench):
     worker_batch = 1
     """Items per notification the current scenario's workers ask for (``+batch``)."""
@@ -268,7 +283,11 @@ class TopicBench(Bench):
         queues, keeping = shape_of(scenario.target)
         tmp = Path(tempfile.mkdtemp(prefix="topic-", dir=self.workdir))
         metrics = self.args.count_commits
-        server = self._start_component("sqlite", tmp, metrics, src=Path(scenario.src or REPO))
+        if isinstance(scenario, TopicScenario) and scenario.null:
+            port = self.prosody.component_port
+            server = start_null_component(port, QUEUE_DOMAIN, SECRET, "topic", tmp / "null.log")
+        else:
+            server = self._start_component("sqlite", tmp, metrics, src=Path(scenario.src or REPO))
         try:
             return await self._drive_topic(scenario, queues, keeping, server)
         finally:
@@ -488,10 +507,12 @@ def in_round_order(round_plan: list[Scenario], round_no: int) -> list[Scenario]:
 
 def scenarios(args: argparse.Namespace) -> list[Scenario]:
     srcs = ["", *([str(args.compare_src)] if args.compare_src else [])]
+    nulls = [False, True] if args.null else [False]
     return [
-        Scenario(shape, window=window, src=src)
+        TopicScenario(shape, window=window, src=src, null=null)
         for window in args.window
-        for src in srcs
+        for null in nulls
+        for src in (srcs if not null else [""])
         for shape in args.shapes
     ]
 
@@ -534,6 +555,7 @@ def main() -> int:
     own.add_argument("--ack-linger-ms", type=float, default=100.0)
     own.add_argument("--batch-wait-ms", type=float, default=50.0)
     own.add_argument("--pin", action="store_true")
+    own.add_argument("--null", action="store_true")
     mine, rest = own.parse_known_args(sys.argv[1:])
     known = [*ALL_SHAPES, *(name + m for name in ALL_SHAPES for m in MODIFIERS)]
 
@@ -545,6 +567,9 @@ def main() -> int:
     if waits_alone:
         print(f"--shapes: +wait needs +batch ({', '.join(waits_alone)})", file=sys.stderr)
         return 2
+    if mine.null and mine.count_commits:
+        print("--null: the null component serves no /metrics (no --count-commits)", file=sys.stderr)
+        return 2
     if "unbound" not in mine.shapes or not all(valid(s) for s in mine.shapes):
         print(f"--shapes: unbound and any of {', '.join(known)}", file=sys.stderr)
         return 2
@@ -554,6 +579,7 @@ def main() -> int:
     args.ack_linger = mine.ack_linger_ms / 1000
     args.batch_wait_ms = mine.batch_wait_ms
     args.pin = mine.pin
+    args.null = mine.null
     print(
         f"settings: items={args.items} warmup={args.warmup} window={args.window} "
         f"workers per bound queue={args.workers} queue_requests={args.queue_requests} "
