@@ -19,6 +19,7 @@ from xmpp_queue.core.subscribe_options import (
     parse_subscribe_options,
     subscribe_option_values,
 )
+from xmpp_queue.storage.items_queue import QueueItems
 
 
 def options(window: int, max_batch: int, wait_ms: int | None) -> dict[str, list[str]]:
@@ -149,6 +150,25 @@ async def test_no_hold_when_the_room_left_is_one_or_the_batch_fits_the_room(
     assert item_notices(await publish(service, "i1")) == [(ALICE.jid, ["i0", "i1"])]
     await service.retract(ALICE, "jobs", "i0")  # one slot free: nothing to wait for
     assert item_notices(await publish(service, "i2")) == [(ALICE.jid, ["i2"])]
+
+
+async def test_the_room_waited_for_is_read_for_the_worker_alone(
+    service: PubSubService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dispatch that may hold a batch reads the room of the worker next in turn, not
+    every holder's count: on a queue with thousands of holders that map was copied for
+    each publish."""
+    await queue(service)
+    await waiting_worker(service, ALICE, window=6, max_batch=4)
+    for i in range(4):
+        await publish(service, f"i{i}")  # the fourth fills the batch: Alice holds 4 of 6
+
+    async def every_holder(self: QueueItems, node_id: str) -> dict[str, int]:
+        raise AssertionError("a batch wait read every holder's count")
+
+    monkeypatch.setattr(QueueItems, "in_flight", every_holder)
+    assert item_notices(await publish(service, "i4")) == []  # room 2: a batch of 2 waits
+    assert item_notices(await publish(service, "i5")) == [(ALICE.jid, ["i4", "i5"])]
 
 
 async def test_an_item_back_from_a_nack_waits_from_when_it_became_ready(

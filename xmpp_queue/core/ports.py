@@ -254,6 +254,10 @@ class ItemRepository(Protocol):
     async def in_flight(self, node_id: str) -> dict[str, int]:
         """Locked item counts per holding subid."""
 
+    async def held_by(self, node_id: str, subid: str) -> int:
+        """How many items *subid* holds on *node_id*: one subscriber's count, without
+        reading every holder's (a dispatch asks it for each batch it waits for)."""
+
     async def locked_by(self, node_id: str, subid: str) -> list[Item]: ...
 
     async def locked(self, node_id: str) -> list[Item]: ...

@@ -95,6 +95,10 @@ class QueueItems(PayloadWarming):
         ns = self._s.nodes.get(node_id)
         return dict(ns.queue.loads) if ns is not None else {}
 
+    async def held_by(self, node_id: str, subid: str) -> int:
+        ns = self._s.nodes.get(node_id)
+        return ns.queue.loads.get(subid, 0) if ns is not None else 0
+
     async def locked_by(self, node_id: str, subid: str) -> list[Item]:
         ns = self._s.nodes.get(node_id)
         held = ns.queue.held.get(subid) if ns is not None else None

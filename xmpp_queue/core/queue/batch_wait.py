@@ -46,7 +46,7 @@ async def batch_after_wait(
         return []
     tx, node_id = work.tx, node.node_id
     if room is None:
-        room = (sub.queue_requests or 0) - (await tx.items.in_flight(node_id)).get(sub.subid, 0)
+        room = (sub.queue_requests or 0) - await tx.items.held_by(node_id, sub.subid)
     want = min(max_batch_of(sub.options), room)
     if want <= 1:
         return []
