@@ -151,17 +151,43 @@ async def test_deadline_announced_during_a_tick_is_not_lost(
     sent: list[Effect] = []
     sched, timers = scheduler(service, clock, sent)
     await sched.start()
-    read = service.next_deadline
+    sweep = service.sweep
 
-    async def racing_read() -> object:
-        fresh = await read()
-        # another batch commits a lock right after the tick read the deadline
+    async def racing_sweep(every_node: bool = False) -> Any:
+        out = await sweep(every_node)
+        # another batch commits a lock right after the sweep's, before the tick re-arms
         sched.deadline_changed(clock() + timedelta(seconds=7))
-        return fresh
+        return out
 
-    service.next_deadline = racing_read  # type: ignore[method-assign]
+    service.sweep = racing_sweep  # type: ignore[method-assign]
     await sched.sweep()
     assert [t.delay for t in timers.live] == [7]
+    await sched.stop()
+
+
+async def test_a_tick_arms_for_what_its_sweep_announced_without_reading_it_again(
+    service: PubSubService, clock: FakeClock
+) -> None:
+    """The sweep's batch announces the store's next deadline when it commits; a read
+    of it after the sweep would be a batch of its own for the same answer."""
+    await queue_with_held_item(service, "jobs", 30)
+    sent: list[Effect] = []
+    sched, timers = scheduler(service, clock, sent)
+    reads = 0
+    read = service.next_deadline
+
+    async def counted() -> Any:
+        nonlocal reads
+        reads += 1
+        return await read()
+
+    service.next_deadline = counted  # type: ignore[method-assign]
+    await sched.start()
+    assert [t.delay for t in timers.live] == [30]
+    clock.advance(30)
+    await sched.sweep()  # the lock expired: handed out again, a new 30 s lock
+    assert [t.delay for t in timers.live] == [30]
+    assert reads == 0
     await sched.stop()
 
 

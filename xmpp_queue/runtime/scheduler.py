@@ -62,6 +62,7 @@ class DeadlineScheduler:
         self._tick_task: asyncio.Task[None] | None = None
         self._ticking = False
         self._noted: list[datetime] = []  # deadlines announced while a tick ran
+        self._announced = False  # whether any was announced (None too) while it ran
         self._running = False
         # Settle every node once: at start (a queue may hold ready items for a batch,
         # and that hold is not stored), and after a failed tick.
@@ -106,6 +107,7 @@ class DeadlineScheduler:
         if self._ticking:
             # The tick re-arms when it ends; keep what was announced meanwhile so a
             # deadline committed after its own read is not lost.
+            self._announced = True
             if deadline is not None:
                 self._noted.append(deadline)
             return
@@ -137,15 +139,20 @@ class DeadlineScheduler:
             self._tick_task = None
 
     async def _tick(self) -> None:
-        """Expire and redispatch what is due, send the notices, re-arm."""
-        self._ticking, self._noted = True, []
+        """Expire and redispatch what is due, send the notices, re-arm.
+
+        A sweep that changed a deadline announced the store's next one when its batch
+        committed (``deadline_changed``, noted while ticking): that is the deadline
+        to arm for, so the tick reads it only when nothing was announced (a sweep that
+        changed nothing, or whose commit failed), not in a batch of its own each time."""
+        self._ticking, self._noted, self._announced = True, [], False
         try:
             outcome = await self._service.sweep(every_node=self._every_node)
             report = outcome.value
             if report.expired_locks:
                 log.info("event=locks_expired count=%d", report.expired_locks)
             self._outbox.send(outcome.effects)
-            fresh = await self._service.next_deadline()
+            fresh = None if self._announced else await self._service.next_deadline()
         except Exception:
             log.exception("event=tick_failed action=retry_later")
             # Try again later rather than spinning on a failing store.
