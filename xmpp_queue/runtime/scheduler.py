@@ -141,10 +141,10 @@ class DeadlineScheduler:
     async def _tick(self) -> None:
         """Expire and redispatch what is due, send the notices, re-arm.
 
-        A sweep that changed a deadline announced the store's next one when its batch
-        committed (``deadline_changed``, noted while ticking): that is the deadline
-        to arm for, so the tick reads it only when nothing was announced (a sweep that
-        changed nothing, or whose commit failed), not in a batch of its own each time."""
+        The sweep's batch announces the store's next deadline when it commits
+        (``deadline_changed``, noted while ticking): that is the deadline to arm for,
+        so the tick reads it itself only when nothing was announced, not in a batch of
+        its own after every sweep."""
         self._ticking, self._noted, self._announced = True, [], False
         try:
             outcome = await self._service.sweep(every_node=self._every_node)
