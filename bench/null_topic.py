@@ -41,6 +41,14 @@ _KEEPS = re.compile(rb'attributes\.region = (?:"|&quot;)([^"&]*)(?:"|&quot;)')
 
 
 @dataclass
+class _Copy:
+    since: float
+    item_id: bytes
+    payload: bytes
+    headers: bytes  # the <header/> elements: the item's attributes and its attempt
+
+
+@dataclass
 class _Worker:
     jid: bytes
     subid: bytes
@@ -56,7 +64,7 @@ class _Queue:
     keeps: Callable[[bytes], bool]
     topic: bytes
     workers: list[_Worker] = field(default_factory=list)
-    waiting: deque[tuple[float, bytes]] = field(default_factory=deque)  # (since, item text)
+    waiting: deque[_Copy] = field(default_factory=deque)
     turn: int = 0
     timer_armed: bool = False
 
@@ -98,7 +106,7 @@ class NullTopic:
         elif verb == b"subscribe":
             self._subscribe(stanza, node, sender)
         elif verb == b"publish":
-            self._publish(stanza, node, sender, out)
+            out[0] = self._publish(stanza, node, sender, iq_id, out)
         elif verb == b"retract":
             self._retract(stanza, node, sender, out)
         return out
@@ -118,40 +126,35 @@ class NullTopic:
         queue.workers.append(worker)
         self._by_jid[(node, sender)] = worker
 
-    def _publish(self, stanza: bytes, node: bytes, sender: bytes, out: list[bytes]) -> None:
+    def _publish(
+        self, stanza: bytes, node: bytes, sender: bytes, iq_id: bytes, out: list[bytes]
+    ) -> bytes:
+        """Queue the kept copies (their notifications go to *out*); returns the answer
+        the real service sends: the ids, as XEP-0060 §7.1.2 shows them."""
         found = list(_ITEM.finditer(stanza))
         ids = b"".join(b"<item id='%s'/>" % m.group(1) for m in found)
-        out[0] = out[0][
-            :-2
-        ] + b"><pubsub xmlns='%s'><publish node='%s'>%s</publish></pubsub></iq>" % (
-            PUBSUB,
-            node,
-            ids,
-        )  # the answer the real service sends: the ids, as XEP-0060 §7.1.2 shows them
+        answer = (
+            b"<iq type='result' id='%s' from='%s' to='%s'><pubsub xmlns='%s'>"
+            b"<publish node='%s'>%s</publish></pubsub></iq>"
+            % (iq_id, self.domain, sender, PUBSUB, node, ids)
+        )
         queues = self._by_topic.get(node)
         if not queues:
-            return
+            return answer
         now = time.monotonic()
         for m in found:
             item_id, payload, headers = m.group(1), m.group(2), m.group(3) or b""
-            region_m = _REGION.search(headers)
-            region = region_m.group(1) if region_m else b""
+            regions = _REGION.findall(headers)
+            region = regions[0] if regions else b""
+            shim = b"".join(b"<header name='region'>%s</header>" % r for r in regions)
+            shim += b"<header name='delivery-attempt'>1</header>"
             for queue in queues:
-                if not queue.keeps(region):
-                    continue
-                inner = _REGION.findall(headers)
-                shim = b"".join(b"<header name='region'>%s</header>" % r for r in inner)
-                shim += b"<header name='delivery-attempt'>1</header>"
-                text = b"<item id='%s'>%s<headers xmlns='%s'>%s</headers></item>" % (
-                    item_id,
-                    payload,
-                    SHIM,
-                    shim,
-                )
-                queue.waiting.append((now, text))
+                if queue.keeps(region):
+                    queue.waiting.append(_Copy(now, item_id, payload, shim))
         for queue in queues:
             if queue.waiting:
                 out.extend(self._dispatch(queue, now))
+        return answer
 
     def _retract(self, stanza: bytes, node: bytes, sender: bytes, out: list[bytes]) -> None:
         queue = self.queues.get(node)
@@ -161,13 +164,7 @@ class NullTopic:
         ids = _RETRACT_ID.findall(stanza)
         worker.in_flight -= len(ids)
         retracts = b"".join(b"<retract id='%s'/>" % i for i in ids)
-        self._msg += 1
-        out.append(
-            b"<message from='%s' to='%s' id='xq-%032x' type='headline'><event xmlns='%s'>"
-            b"<items node='%s'>%s</items></event><headers xmlns='%s'>"
-            b"<header name='SubID'>%s</header></headers></message>"
-            % (self.domain, worker.jid, self._msg, EVENT, node, retracts, SHIM, worker.subid)
-        )
+        out.append(self._notice(worker, node, retracts, b""))
         if queue.waiting:
             out.extend(self._dispatch(queue, time.monotonic()))
 
@@ -184,33 +181,39 @@ class NullTopic:
                 continue
             want = min(worker.batch, room)
             if len(queue.waiting) < want and worker.wait_s > 0:
-                due = queue.waiting[0][0] + worker.wait_s
+                due = queue.waiting[0].since + worker.wait_s
                 if due > now:  # hold the short batch, as pubsub#queue_batch_wait does
                     if not queue.timer_armed:
                         queue.timer_armed = True
                         self._later(due - now, self._wake, queue)
                     break
-            take = [queue.waiting.popleft()[1] for _ in range(min(want, len(queue.waiting)))]
+            take = [queue.waiting.popleft() for _ in range(min(want, len(queue.waiting)))]
             worker.in_flight += len(take)
             queue.turn += 1
             idle = 0
-            self._msg += 1
-            out.append(
-                b"<message from='%s' to='%s' id='xq-%032x' type='headline'><event xmlns='%s'>"
-                b"<items node='%s'>%s</items></event><headers xmlns='%s'>"
-                b"<header name='SubID'>%s</header></headers></message>"
-                % (
-                    self.domain,
-                    worker.jid,
-                    self._msg,
-                    EVENT,
-                    queue.node,
-                    b"".join(take),
-                    SHIM,
-                    worker.subid,
-                )
+            if len(take) == 1:  # one item: its headers go beside the SubID, as ours do
+                copy = take[0]
+                item = b"<item id='%s'>%s</item>" % (copy.item_id, copy.payload)
+                out.append(self._notice(worker, queue.node, item, copy.headers))
+                continue
+            items = b"".join(
+                b"<item id='%s'>%s<headers xmlns='%s'>%s</headers></item>"
+                % (c.item_id, c.payload, SHIM, c.headers)
+                for c in take
             )
+            out.append(self._notice(worker, queue.node, items, b""))
         return out
+
+    def _notice(self, worker: _Worker, node: bytes, body: bytes, headers: bytes) -> bytes:
+        """An event message to *worker*: *body* inside ``<items/>``, then the SHIM
+        headers (*headers* and the SubID), shaped like the real service's."""
+        self._msg += 1
+        return (
+            b"<message from='%s' to='%s' id='xq-%032x' type='headline'><event xmlns='%s'>"
+            b"<items node='%s'>%s</items></event><headers xmlns='%s'>%s"
+            b"<header name='SubID'>%s</header></headers></message>"
+            % (self.domain, worker.jid, self._msg, EVENT, node, body, SHIM, headers, worker.subid)
+        )
 
     def _wake(self, queue: _Queue) -> None:
         queue.timer_armed = False
