@@ -63,7 +63,7 @@ class NullComponent:
         me = attr(head, b"to") or self.domain
         iq_id = attr(head, b"id") or b""
         if self.topic is not None:
-            return self.topic.answer(stanza, head, sender, iq_id)
+            return self.topic.answer(stanza, sender, iq_id)
         out = [b"<iq type='result' id='%s' from='%s' to='%s'/>" % (iq_id, me, sender)]
         if not self.send_messages:
             return out

@@ -91,7 +91,7 @@ class NullTopic:
         self._by_jid: dict[tuple[bytes, bytes], _Worker] = {}
         self._msg = 0
 
-    def answer(self, stanza: bytes, head: bytes, sender: bytes, iq_id: bytes) -> list[bytes]:
+    def answer(self, stanza: bytes, sender: bytes, iq_id: bytes) -> list[bytes]:
         out = [b"<iq type='result' id='%s' from='%s' to='%s'/>" % (iq_id, self.domain, sender)]
         m = _NODE.search(stanza)
         if m is None:
