@@ -5,20 +5,27 @@ Prosody routes when the component costs (almost) nothing. This one is hand-writt
 raw asyncio socket, answers every IQ with an empty result, and in `message` mode also
 sends one message per IQ, shaped like a queue's traffic:
 
-- a `<publish>` IQ → result to the publisher + an items notification carrying the item id
-  to the next subscriber (round-robin over the JIDs that sent `<subscribe jid=...>`);
-- any other IQ (subscribe, retract) → result + a retract-style notification to the sender.
+- a `<publish>` IQ → result to the publisher + an items notification carrying its item ids
+  (one, or a batch's) to the next subscriber (round-robin over the JIDs that sent
+  `<subscribe jid=...>`);
+- any other IQ (subscribe, retract) → result + a retract-style notification to the sender,
+  naming the ids it named.
 
 So the same light workers can ack its "deliveries", and the run has exactly the stanza
 flow of the real queue (publish, result, notification, retract, result, notification),
 with no storage and no logic. Everything one socket read produces goes out in one write.
+
+`durable` mode (`null_durable.py`) is `message` mode plus one commit per socket read of
+the rows that read's publishes and retracts ask for, before anything is written back:
+the least a queue that keeps its items must do (`--database`: a SQLite file or a
+PostgreSQL URL).
 
 `topic` mode (`null_topic.py`) answers `topics_wire.py`'s set-up and publishes and sends a
 topic's copies to its bound queues' workers, batched and acked as the real service does:
 the ceiling of issue 21's filter shapes.
 
 Run: `python bench/null_component.py --port P --domain null.localhost --secret S --mode message`
-(`--mode iq`, `message` or `topic`)
+(`--mode iq`, `message`, `durable --database PATH|URL` or `topic`)
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import argparse
 import asyncio
 import hashlib
 import re
+from pathlib import Path
 
+from null_durable import Operations, PgDurable, SqliteDurable
 from null_topic import NullTopic
 from wire import StanzaSplitter, attr, start_tag
 
@@ -47,7 +56,7 @@ class NullComponent:
 
     def __init__(self, domain: str, mode: str, topic: NullTopic | None = None) -> None:
         self.domain = domain.encode()
-        self.send_messages = mode == "message"
+        self.send_messages = mode in ("message", "durable")
         self.topic = topic  # `topic` mode: a topic's fan-out (null_topic)
         self.subscribers: list[bytes] = []
         self._next = 0
@@ -68,29 +77,47 @@ class NullComponent:
         if not self.send_messages:
             return out
         node = _group(_NODE.search(stanza))
-        item = _group(_ITEM_ID.search(stanza))
+        ids = [_group(m) for m in _ITEM_ID.finditer(stanza)] or [b""]
         if b"<publish" in stanza and self.subscribers:
             target = self.subscribers[self._next % len(self.subscribers)]
             self._next += 1
+            items = b"".join(
+                b"<item id='%s'><job xmlns='urn:example:bench'/></item>" % i for i in ids
+            )
             out.append(
                 b"<message from='%s' to='%s'><event xmlns='http://jabber.org/protocol/"
-                b"pubsub#event'><items node='%s'><item id='%s'><job xmlns='urn:example:"
-                b"bench'/></item></items></event></message>" % (me, target, node, item)
+                b"pubsub#event'><items node='%s'>%s</items></event></message>"
+                % (me, target, node, items)
             )
             return out
         if b"<subscribe" in stanza:
             jid = _group(_SUB_JID.search(stanza)) or sender
             if jid not in self.subscribers:
                 self.subscribers.append(jid)
+        retracts = b"".join(b"<retract id='%s'/>" % i for i in ids)
         out.append(
             b"<message from='%s' to='%s'><event xmlns='http://jabber.org/protocol/"
-            b"pubsub#event'><items node='%s'><retract id='%s'/></items></event></message>"
-            % (me, sender, node, item)
+            b"pubsub#event'><items node='%s'>%s</items></event></message>"
+            % (me, sender, node, retracts)
         )
         return out
 
 
-async def serve(host: str, port: int, domain: str, secret: str, mode: str) -> None:
+async def serve(
+    host: str,
+    port: int,
+    domain: str,
+    secret: str,
+    mode: str,
+    database: str = "",
+    checkpointer: bool = False,
+) -> None:
+    store: SqliteDurable | PgDurable | None = None
+    if mode == "durable":
+        if database.startswith("postgresql://"):
+            store = await PgDurable.open(database)
+        else:
+            store = SqliteDurable(Path(database), checkpointer)
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(
         b"<?xml version='1.0'?><stream:stream xmlns='jabber:component:accept' "
@@ -107,9 +134,11 @@ async def serve(host: str, port: int, domain: str, secret: str, mode: str) -> No
         if not data:
             return
         out: list[bytes] = []
+        ops = Operations()
         for stanza in splitter.feed(data):
             if authenticated:
                 out.extend(logic.answer(stanza))
+                ops.note(stanza)
             elif stanza.startswith(b"<stream:stream"):
                 stream_id = (attr(stanza, b"id") or b"").decode()
                 digest = hashlib.sha1((stream_id + secret).encode()).hexdigest()
@@ -118,6 +147,8 @@ async def serve(host: str, port: int, domain: str, secret: str, mode: str) -> No
                 authenticated = True
             elif stanza.startswith((b"<stream:error", b"</stream")):
                 raise SystemExit(f"component refused: {stanza!r}")
+        if store is not None and ops:
+            await store.commit(ops)  # durable before anything of this read is sent
         if out:
             writer.write(b"".join(out))
 
@@ -128,9 +159,21 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--domain", required=True)
     parser.add_argument("--secret", required=True)
-    parser.add_argument("--mode", choices=("iq", "message", "topic"), default="iq")
+    parser.add_argument("--mode", choices=("iq", "message", "durable", "topic"), default="iq")
+    parser.add_argument("--database", default="", help="durable mode: a SQLite path or PG URL")
+    parser.add_argument(
+        "--checkpointer", action="store_true", help="SQLite: checkpoint from a thread of its own"
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.host, args.port, args.domain, args.secret, args.mode))
+    if args.mode == "durable" and not args.database:
+        parser.error("--mode durable needs --database")
+    asyncio.run(
+        serve(
+            *(args.host, args.port, args.domain, args.secret, args.mode),
+            database=args.database,
+            checkpointer=args.checkpointer,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -133,7 +133,9 @@ class Child:
         self._log.close()
 
 
-def start_null_component(port: int, domain: str, secret: str, mode: str, log: Path) -> Child:
+def start_null_component(
+    port: int, domain: str, secret: str, mode: str, log: Path, database: str = "", *extra: str
+) -> Child:
     argv = [
         sys.executable,
         str(BENCH / "null_component.py"),
@@ -146,6 +148,9 @@ def start_null_component(port: int, domain: str, secret: str, mode: str, log: Pa
         "--mode",
         mode,
     ]
+    if database:
+        argv += ["--database", database]
+    argv += extra
     return Child(f"null-{mode}", argv, log, cwd=BENCH)
 
 

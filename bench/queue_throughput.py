@@ -93,7 +93,7 @@ PG_URL = f"postgresql://postgres@127.0.0.1:5432/{PG_DB}"
 
 @dataclass(frozen=True)
 class Scenario:
-    target: str  # null-iq | null-message | sqlite | postgresql | rabbitmq
+    target: str  # null-iq | null-message | null-durable-BACKEND | sqlite | postgresql | rabbitmq
     window: int = 0  # closed loop: publishes outstanding
     rate: float = 0.0  # open loop: publishes per second
     metrics: bool = False  # [http] on, /metrics scraped during the measurement
@@ -248,7 +248,7 @@ class CpuMeter:
 
 def database_sessions(scenario: Scenario) -> list[int]:
     """The server processes of the bench database's sessions (the component's)."""
-    if scenario.target != "postgresql":
+    if scenario.target not in ("postgresql", "null-durable-postgresql"):
         return []
     query = f"SELECT pid FROM pg_stat_activity WHERE datname = '{PG_DB}'"
     done = subprocess.run(
@@ -278,9 +278,18 @@ class Bench:
             return await self._raw_commit(scenario)
         tmp = Path(tempfile.mkdtemp(prefix="scenario-", dir=self.workdir))
         if scenario.target.startswith("null-"):
-            mode = scenario.target.removeprefix("null-")
+            mode, _, backend = scenario.target.removeprefix("null-").partition("-")
+            database, extra = "", []
+            if backend == "postgresql":
+                recreate_postgres_db(PG_DB)
+                database = PG_URL
+            elif backend:  # sqlite, or sqlite-checkpointer
+                database = str(tmp / "null.db")
+                extra = ["--checkpointer"] if backend == "sqlite-checkpointer" else []
             port = self.prosody.component_port
-            server = start_null_component(port, NULL_DOMAIN, SECRET, mode, tmp / "null.log")
+            server = start_null_component(
+                port, NULL_DOMAIN, SECRET, mode, tmp / "null.log", database, *extra
+            )
             domain = NULL_DOMAIN
         else:
             server = self._start_component(
@@ -605,6 +614,13 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     if not args.skip_null:
         out += [Scenario("null-iq", window=s.window) for s in loads if s.window]
         out += [Scenario("null-message", s.window, s.rate) for s in loads]
+    for backend in args.null_durable:  # the batch matrix of the backends' scenarios
+        for batch in args.batch:
+            for pb in args.publish_batch if batch > 1 else [1]:
+                out += [
+                    Scenario(f"null-durable-{backend}", s.window, s.rate, False, batch, pb)
+                    for s in loads
+                ]
     if args.raw_commit:
         out += [Scenario("raw-commit", 0, s.rate) for s in loads if s.rate]
     if args.rabbitmq:
@@ -787,7 +803,9 @@ async def run_all(args: argparse.Namespace) -> list[Figures]:
                         results.append(figures)
                         print_table([figures])
         finally:
-            if "postgresql" in args.backends and not args.null_only:
+            if ("postgresql" in args.backends and not args.null_only) or (
+                "postgresql" in args.null_durable
+            ):
                 drop_postgres_db(PG_DB)
         for path in bench.profiles if bench is not None else []:
             from profile_summary import report
@@ -858,6 +876,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--null-only", action="store_true", help="only the null component")
     p.add_argument("--skip-null", action="store_true", help="skip the null component")
+    p.add_argument(
+        "--null-durable",
+        type=_list(str),
+        default=[],
+        help="also run the null component committing each read's rows before it answers "
+        "(null_durable.py): the least a durable queue pays, e.g. sqlite,postgresql "
+        "(sqlite-checkpointer: SQLite's log checkpointed from a thread, not by the commits)",
+    )
     p.add_argument("--nagle", action="store_true", help="leave Nagle on in Prosody")
     p.add_argument("--subscribe-jid", choices=("bare", "full"), default="bare")
     p.add_argument(
