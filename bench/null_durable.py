@@ -29,8 +29,8 @@ _ITEM_IDS = re.compile(rb"<item\b[^>]*?\bid=(?:'([^']*)'|\"([^\"]*)\")")
 _PAYLOAD = re.compile(rb"<item\b[^>]*>(.*?)</item>", re.S)
 
 
-def _ids(pattern: re.Pattern[bytes], stanza: bytes) -> list[str]:
-    return [(m.group(1) or m.group(2) or b"").decode() for m in pattern.finditer(stanza)]
+def _ids(stanza: bytes) -> list[str]:
+    return [(m.group(1) or m.group(2) or b"").decode() for m in _ITEM_IDS.finditer(stanza)]
 
 
 class Operations:
@@ -45,10 +45,10 @@ class Operations:
             return
         if b"<publish" in stanza:
             payloads = [m.group(1).decode() for m in _PAYLOAD.finditer(stanza)]
-            ids = _ids(_ITEM_IDS, stanza)
+            ids = _ids(stanza)
             self.added += zip(ids, payloads + [""] * (len(ids) - len(payloads)), strict=True)
         elif b"<retract" in stanza:  # `<retract node=...><item id=.../>...</retract>`
-            self.removed += _ids(_ITEM_IDS, stanza)
+            self.removed += _ids(stanza)
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed)
