@@ -7,7 +7,8 @@ path. Here both backends (``PostgresBackend`` of this checkout and of
 steady-state commits, each to a scratch database of its own (migrated by this
 checkout), interleaved round by round, with a lease (every commit checks the
 fence, as a deployment's does). Printed: the medians over the rounds of this
-process's CPU, the server session's CPU and the wall time per commit.
+process's CPU, the server session's CPU and the wall time per commit, and the
+write-ahead log written per new item.
 
     git archive <commit> | tar -x -C /tmp/base
     python bench/pg_commit_path.py --compare-src /tmp/base --per 5 --rounds 10
@@ -15,6 +16,9 @@ process's CPU, the server session's CPU and the wall time per commit.
 ``--compare-revision REV`` compares schemas instead: this checkout's backend on
 two scratch databases, one migrated to head, the other only to REV (an index
 dropped or changed), each with its own session, interleaved the same way.
+``--alter SQL`` runs SQL on that other database once it is migrated: a schema
+change tried before a migration is written for it
+(``--compare-revision head --alter "DROP INDEX ..."``).
 
 A commit of ``--per`` N holds N new items, up to N locked ones (a delivery) and
 N deletes (acks), with a ledger row for each: the shape of a batch of about N
@@ -134,11 +138,16 @@ async def run(
         await backend.load()
         backend._seq_reserved = 3 * 10**9  # the sequence moves are not what is compared
         sessions[name] = (await backend._connection()).get_server_pid()
-    spent: dict[str, list[tuple[float, float, float]]] = {name: [] for name in backends}
+    spent: dict[str, list[tuple[float, ...]]] = {name: [] for name in backends}
     now = datetime.now(UTC)
+    # The write-ahead log the commits wrote (one log for the whole server: the sides
+    # take turns, so each block's growth is its own, give or take a background write).
+    lsn = await asyncpg.connect(url)
+    wal_at = "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"
     for r in range(rounds):
         for name in ("this", "compared") if r % 2 == 0 else ("compared", "this"):
             flushes = [shapes[name].next(now) for _ in range(commits)]
+            wal = await lsn.fetchval(wal_at)
             own, server, wall = (
                 time.process_time(),
                 cpu_seconds(sessions[name]),
@@ -151,16 +160,27 @@ async def run(
                     (time.process_time() - own) * 1e6 / commits,
                     (cpu_seconds(sessions[name]) - server) * 1e6 / commits,
                     (time.perf_counter() - wall) * 1e6 / commits,
+                    float(await lsn.fetchval(wal_at) - wal) / (commits * per),
                 )
             )
+    await lsn.close()
     for name, figures in spent.items():
-        client, server, wall = (statistics.median(f[i] for f in figures) for i in range(3))
+        client, server, wall, log = (statistics.median(f[i] for f in figures) for i in range(4))
         print(
             f"{name:8} per={per}: client {client:5.0f} µs/commit, PostgreSQL session "
-            f"{server:5.0f} µs/commit, wall {wall:6.0f} µs/commit (medians of {rounds} rounds)"
+            f"{server:5.0f} µs/commit, wall {wall:6.0f} µs/commit, log {log:5.0f} bytes/item "
+            f"(medians of {rounds} rounds)"
         )
     for backend in backends.values():
         await backend.close()
+
+
+async def _alter(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 def main() -> None:
@@ -170,6 +190,7 @@ def main() -> None:
     which.add_argument(
         "--compare-revision", help="this backend on a database migrated only to this revision"
     )
+    p.add_argument("--alter", help="SQL run on the --compare-revision database after migrating")
     p.add_argument("--per", type=int, default=5, help="operations per commit")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--commits", type=int, default=300, help="commits per round and backend")
@@ -185,6 +206,8 @@ def main() -> None:
         urls = [f"postgresql://postgres@127.0.0.1:5432/{n}" for n in names]
         upgrade(urls[0])
         upgrade(urls[1], args.compare_revision or "head")
+        if args.alter:
+            asyncio.run(_alter(urls[1], args.alter))
         asyncio.run(run(urls[0], args.compare_src, args.per, args.rounds, args.commits, urls[-1]))
     finally:
         for n in names:

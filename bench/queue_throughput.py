@@ -437,8 +437,9 @@ class Bench:
             assert self.prosody.pid is not None
             meter = CpuMeter(server.pid, self.prosody.pid, database_sessions(scenario))
             profiler = self._start_profiler(scenario, server, tmp)
+            last_scrape: list[bytes] = []
             scraper = (
-                asyncio.create_task(scrape(self.metrics_address, args.scrape_interval))
+                asyncio.create_task(scrape(self.metrics_address, args.scrape_interval, last_scrape))
                 if scenario.metrics
                 else None
             )
@@ -464,6 +465,8 @@ class Bench:
             figures = self._figures(scenario, tracker, warm, n, only_publish, completed, meter)
             if args.samples is not None:
                 self._write_samples(scenario, tracker, range(warm, warm + n))
+                if last_scrape:  # the component's histograms (commit time, batch sizes)
+                    (args.samples / f"{self.runs:03d}-metrics.prom").write_bytes(last_scrape[0])
             figures.max_in_flight = max((r.max_in_flight for r in roles), default=0)
             return figures
         finally:
@@ -589,9 +592,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def scrape(address: str, interval: float) -> int:
+async def scrape(address: str, interval: float, last: list[bytes]) -> int:
     """GET /metrics every *interval* seconds, as Prometheus would (it scrapes every
-    15 s by default; 1 s here is the worst case). Returns how many scrapes succeeded."""
+    15 s by default; 1 s here is the worst case), the last body kept in *last*.
+    Returns how many scrapes succeeded."""
     import aiohttp
 
     done = 0
@@ -599,8 +603,10 @@ async def scrape(address: str, interval: float) -> int:
         async with aiohttp.ClientSession() as session:
             while True:
                 async with session.get(f"http://{address}/metrics") as r:
-                    await r.read()
-                    done += r.status == 200
+                    body = await r.read()
+                    if r.status == 200:
+                        done += 1
+                        last[:] = [body]
                 await asyncio.sleep(interval)
     except asyncio.CancelledError:
         return done
@@ -926,7 +932,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     p.add_argument(
-        "--samples", type=Path, default=None, help="write each item's times, a CSV per run, in DIR"
+        "--samples",
+        type=Path,
+        default=None,
+        help="write each item's times, a CSV per run, in DIR (and, with --metrics, the "
+        "last /metrics scrape of the run)",
     )
     p.add_argument("--keep-going", action="store_true", help="report a failed scenario, go on")
     p.add_argument("--start-timeout", type=float, default=60.0)

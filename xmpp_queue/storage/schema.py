@@ -137,17 +137,17 @@ class ItemRow(Base):
     """A stored item with its queue state.
 
     Memory answers the queue's questions, so the indexes serve the loads, the reads
-    of cold rows and the readers: (node_id, locked_by, seq) a load's waiting and
-    held items, (node_id, seq) paging, trimming and cold tails, the unique key reads
-    by id. Deadlines (lock timeouts, retry delays) live in memory and have no index:
-    each index here is paid by every insert and every lock.
+    of cold rows and the readers: (node_id, seq) paging, trimming and cold tails, the
+    unique key reads by id. Deadlines (lock timeouts, retry delays) live in memory and
+    have no index: each index here is paid by every insert. No index holds a lock
+    column, so PostgreSQL writes a lock in place, touching no index (migration
+    ``0012_locks_in_place``).
     """
 
     __tablename__ = "items"
     __table_args__ = (
         UniqueConstraint("node_id", "item_id"),
         Index(None, "node_id", "seq"),
-        Index(None, "node_id", "locked_by", "seq"),
         {"sqlite_autoincrement": True},
     )
 
