@@ -40,7 +40,6 @@ from xmpp_queue.storage.sql_rows import (
 )
 from xmpp_queue.storage.sql_statements import SQLITE
 from xmpp_queue.storage.state import MemoryState
-from xmpp_queue.storage.wal_checkpoints import WalCheckpoints
 
 log = logging.getLogger("xmpp_queue.storage.store")
 T = TypeVar("T")
@@ -61,10 +60,6 @@ class SqliteBackend:
         self._busy_now = 0  # the one it has now: 0 after a commit on the loop
         self._handed = 0  # calls handed to the worker thread and not yet back
         self.place = CommitPlace()
-        # The log is checkpointed by a thread of its own, never by a commit
-        # (``wal_checkpoints``); the engine refuses anything but a file.
-        path = str(self._engine.url.database)
-        self.checkpoints = WalCheckpoints(lambda: sqlite3.connect(path))
 
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -92,8 +87,6 @@ class SqliteBackend:
             conn = self._raw.driver_connection
             assert isinstance(conn, sqlite3.Connection)
             self._busy_ms = self._busy_now = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
-            self.checkpoints.start()
             self._conn = conn
         return self._conn
 
@@ -251,7 +244,6 @@ class SqliteBackend:
             self._engine.dispose()
 
         try:
-            await asyncio.to_thread(self.checkpoints.stop)
             await asyncio.get_running_loop().run_in_executor(self._worker, shut)
         finally:
             self._worker.shutdown(wait=True)

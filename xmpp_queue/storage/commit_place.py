@@ -9,14 +9,9 @@ CPU per item at 500/s on the benchmark machine (docs/benchmarks.md, "Commits on
 the loop"). But a commit on the loop stalls every stanza for as long as it takes,
 so it is kept there only while it is quick:
 
-- a second commit on the loop that took longer than ``SLOW`` within ``BACK_OFF``
-  seconds of the one before (a slow disk) sends the commits of the next
-  ``BACK_OFF`` seconds to the thread; then the loop tries again. A lone slow
-  commit (a hiccup of the disk) keeps them on the loop: it stalled the loop once
-  for a few milliseconds, where ten seconds on the thread cost a fifth of the
-  rate at a busy window (docs/benchmarks.md, "Checkpoints off the commit path").
-  The log's checkpoints, once the commit that took the log past a thousand pages
-  and slow every time, run on a thread of their own (``wal_checkpoints``);
+- a commit on the loop that took longer than ``SLOW`` (a slow disk, a checkpoint
+  copying the write-ahead log into the database) sends the commits of the next
+  ``BACK_OFF`` seconds to the thread; then the loop tries again;
 - a commit that finds the database's write lock taken by another connection does
   not wait for it on the loop: it goes to the thread, which waits with the busy
   timeout, and so do the commits of the next ``BACK_OFF`` seconds;
@@ -36,21 +31,19 @@ import logging
 log = logging.getLogger("xmpp_queue.storage.store")
 
 SLOW = 0.005
-"""A commit on the loop longer than this (seconds) is slow; a second one within
-``BACK_OFF`` seconds sends the next commits to the thread."""
+"""A commit on the loop longer than this (seconds) sends the next ones to the thread."""
 BACK_OFF = 10.0
-"""Seconds the commits stay on the thread after a second slow commit or a taken lock."""
+"""Seconds the commits stay on the thread after a slow commit or a taken lock."""
 
 
 class CommitPlace:
     """Decides, commit by commit, whether it runs on the loop (see the module docstring)."""
 
-    __slots__ = ("_last_slow", "_thread_until", "busy_commits", "loop_allowed", "slow_commits")
+    __slots__ = ("_thread_until", "busy_commits", "loop_allowed", "slow_commits")
 
     def __init__(self, loop_allowed: bool = True) -> None:
         self.loop_allowed = loop_allowed  # False: every commit on the thread
         self._thread_until = 0.0
-        self._last_slow = float("-inf")  # when the last slow commit on the loop ended
         self.slow_commits = 0  # commits on the loop that took longer than SLOW
         self.busy_commits = 0  # commits that found the write lock taken
 
@@ -62,9 +55,7 @@ class CommitPlace:
         """A commit on the loop ended at *now* after *seconds*."""
         if seconds > SLOW:
             self.slow_commits += 1
-            if now - self._last_slow <= BACK_OFF:
-                self._back_off(now, f"slow_commit ms={seconds * 1e3:.1f}")
-            self._last_slow = now
+            self._back_off(now, f"slow_commit ms={seconds * 1e3:.1f}")
 
     def lock_taken(self, now: float) -> None:
         """A commit on the loop found the write lock taken; it goes to the thread."""
