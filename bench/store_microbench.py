@@ -195,7 +195,7 @@ async def run(
     )
     place = getattr(store.backend, "place", None)
     if place is not None:  # SQLite: commits that left the loop (storage/commit_place.py)
-        print(f"commits sent to the thread: slow {place.slow_commits}, lock {place.busy_commits}")
+        print(f"slow commits on the loop {place.slow_commits}, lock taken {place.busy_commits}")
     await service.stop()
     await store.close()
 

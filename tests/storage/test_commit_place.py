@@ -19,7 +19,13 @@ import pytest
 from tests.kit.stores import empty_database
 from xmpp_queue.storage import commit_place
 from xmpp_queue.storage.backend_sqlite import SqliteBackend
-from xmpp_queue.storage.commit_place import BACK_OFF, SLOW, CommitPlace
+from xmpp_queue.storage.commit_place import (
+    BACK_OFF,
+    SLOW,
+    STALL_BUDGET,
+    STALL_WINDOW,
+    CommitPlace,
+)
 from xmpp_queue.storage.store import StateStore
 
 from .samples import item, node
@@ -37,13 +43,43 @@ def test_commits_stay_on_the_loop_while_they_are_quick() -> None:
     assert (place.slow_commits, place.busy_commits) == (0, 0)
 
 
-def test_a_slow_commit_sends_the_next_ones_to_the_thread_for_a_while() -> None:
+def test_a_lone_slow_commit_stays_on_the_loop() -> None:
+    """One checkpoint, or a new file's first sync, is not a slow disk."""
     place = CommitPlace()
     place.took(SLOW * 2, 100.0)
-    assert not place.on_loop(100.0)
-    assert not place.on_loop(100.0 + BACK_OFF - 0.001)
-    assert place.on_loop(100.0 + BACK_OFF)
+    assert place.on_loop(100.0)
     assert place.slow_commits == 1
+
+
+def test_slow_commits_past_the_budget_send_the_next_ones_to_the_thread_for_a_while() -> None:
+    place = CommitPlace()
+    each = STALL_BUDGET * 0.6  # two within the window are over the budget
+    assert each > SLOW
+    place.took(each, 100.0)
+    assert place.on_loop(100.0)
+    place.took(each, 100.0 + STALL_WINDOW / 2)
+    end = 100.0 + STALL_WINDOW / 2
+    assert not place.on_loop(end)
+    assert not place.on_loop(end + BACK_OFF - 0.001)
+    assert place.on_loop(end + BACK_OFF)
+    assert place.slow_commits == 2
+
+
+def test_slow_commits_further_apart_than_the_window_stay_on_the_loop() -> None:
+    place = CommitPlace()
+    each = STALL_BUDGET * 0.6
+    for n in range(50):
+        now = 10.0 + n * STALL_WINDOW * 1.01
+        place.took(each, now)
+        assert place.on_loop(now), n
+    assert place.slow_commits == 50
+
+
+def test_one_commit_over_the_budget_sends_the_next_ones_to_the_thread_at_once() -> None:
+    place = CommitPlace()
+    place.took(STALL_BUDGET * 1.5, 7.0)
+    assert not place.on_loop(7.0)
+    assert place.on_loop(7.0 + BACK_OFF)
 
 
 def test_a_taken_lock_sends_the_next_commits_to_the_thread_for_a_while() -> None:
@@ -62,12 +98,12 @@ def test_a_place_that_allows_no_loop_keeps_every_commit_on_the_thread() -> None:
 def test_one_log_line_per_back_off(caplog: pytest.LogCaptureFixture) -> None:
     place = CommitPlace()
     with caplog.at_level("INFO", "xmpp_queue"):
-        place.took(SLOW * 3, 1.0)
+        place.took(STALL_BUDGET * 2, 1.0)
         place.lock_taken(2.0)  # within the back-off: extends it, says nothing new
-        place.took(SLOW * 3, 1.0 + 2 * BACK_OFF)
+        place.took(STALL_BUDGET * 2, 1.0 + 2 * BACK_OFF)
     lines = [r.getMessage() for r in caplog.records if "commits_on_thread" in r.getMessage()]
     assert len(lines) == 2, lines
-    assert "reason=slow_commit" in lines[0]
+    assert f"reason=slow_commits count=1 ms={STALL_BUDGET * 2e3:.1f}" in lines[0]
 
 
 # --- the SQLite backend -------------------------------------------------------------

@@ -7,11 +7,15 @@ of a millisecond, running the whole commit on the loop costs less than those
 hand-overs: at window 32 with every batch on, 20 % more items/s and a tenth less
 CPU per item at 500/s on the benchmark machine (docs/benchmarks.md, "Commits on
 the loop"). But a commit on the loop stalls every stanza for as long as it takes,
-so it is kept there only while it is quick:
+so it is kept there only while commits stay quick:
 
-- a commit on the loop that took longer than ``SLOW`` (a slow disk, a checkpoint
-  copying the write-ahead log into the database) sends the commits of the next
-  ``BACK_OFF`` seconds to the thread; then the loop tries again;
+- commits on the loop that took longer than ``SLOW`` (a slow disk, a checkpoint
+  copying the write-ahead log into the database) and together held the loop for
+  more than ``STALL_BUDGET`` within ``STALL_WINDOW`` seconds send the commits of
+  the next ``BACK_OFF`` seconds to the thread; then the loop tries again. A lone
+  slow commit (a new database file's first sync, one checkpoint now and then)
+  stays on the loop: sending every commit of the next 10 s to the thread for it
+  cost more than it saved (docs/benchmarks.md, "A lone slow commit");
 - a commit that finds the database's write lock taken by another connection does
   not wait for it on the loop: it goes to the thread, which waits with the busy
   timeout, and so do the commits of the next ``BACK_OFF`` seconds;
@@ -27,11 +31,18 @@ Plain logic with the time passed in, so it is tested without a disk.
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 log = logging.getLogger("xmpp_queue.storage.store")
 
 SLOW = 0.005
-"""A commit on the loop longer than this (seconds) sends the next ones to the thread."""
+"""A commit on the loop longer than this (seconds) counts as slow."""
+STALL_WINDOW = 2.0
+"""Seconds over which the time of slow commits on the loop is summed."""
+STALL_BUDGET = 0.020
+"""Slow commits may hold the loop this long (seconds) within ``STALL_WINDOW``, 1 %
+of its time; past that the next commits go to the thread. One commit longer than
+this goes there at once."""
 BACK_OFF = 10.0
 """Seconds the commits stay on the thread after a slow commit or a taken lock."""
 
@@ -39,11 +50,12 @@ BACK_OFF = 10.0
 class CommitPlace:
     """Decides, commit by commit, whether it runs on the loop (see the module docstring)."""
 
-    __slots__ = ("_thread_until", "busy_commits", "loop_allowed", "slow_commits")
+    __slots__ = ("_stalls", "_thread_until", "busy_commits", "loop_allowed", "slow_commits")
 
     def __init__(self, loop_allowed: bool = True) -> None:
         self.loop_allowed = loop_allowed  # False: every commit on the thread
         self._thread_until = 0.0
+        self._stalls: deque[tuple[float, float]] = deque()  # (ended, seconds) of slow ones
         self.slow_commits = 0  # commits on the loop that took longer than SLOW
         self.busy_commits = 0  # commits that found the write lock taken
 
@@ -53,9 +65,18 @@ class CommitPlace:
 
     def took(self, seconds: float, now: float) -> None:
         """A commit on the loop ended at *now* after *seconds*."""
-        if seconds > SLOW:
-            self.slow_commits += 1
-            self._back_off(now, f"slow_commit ms={seconds * 1e3:.1f}")
+        if seconds <= SLOW:
+            return
+        self.slow_commits += 1
+        stalls = self._stalls
+        stalls.append((now, seconds))
+        while stalls[0][0] <= now - STALL_WINDOW:
+            stalls.popleft()
+        held = sum(s for _, s in stalls)
+        if held > STALL_BUDGET:
+            why = f"slow_commits count={len(stalls)} ms={held * 1e3:.1f} in_s={STALL_WINDOW:g}"
+            stalls.clear()
+            self._back_off(now, why)
 
     def lock_taken(self, now: float) -> None:
         """A commit on the loop found the write lock taken; it goes to the thread."""
