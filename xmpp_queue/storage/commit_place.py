@@ -44,7 +44,8 @@ STALL_BUDGET = 0.020
 of its time; past that the next commits go to the thread. One commit longer than
 this goes there at once."""
 BACK_OFF = 10.0
-"""Seconds the commits stay on the thread after a slow commit or a taken lock."""
+"""Seconds the commits stay on the thread after slow commits past the budget or a
+taken lock."""
 
 
 class CommitPlace:
