@@ -133,6 +133,10 @@ async def test_metrics_match_the_admin_list_command(
     assert metric(text, "xmpp_queue_xmpp_connected") == 1
     assert metric(text, "xmpp_queue_commit_batch_operations_count") >= 1
     assert metric(text, "process_resident_memory_bytes") > 0
+    # SQLite: every commit counted where it ran (at least the queue's and the items')
+    loop = metric(text, "xmpp_queue_sqlite_commits_total", place="loop")
+    assert loop + metric(text, "xmpp_queue_sqlite_commits_total", place="thread") >= 3
+    assert metric(text, "xmpp_queue_sqlite_back_offs_total", reason="slow_commits") >= 0
 
 
 async def test_health_checks(ops_component: ComponentProcess) -> None:

@@ -88,6 +88,7 @@ def test_a_taken_lock_sends_the_next_commits_to_the_thread_for_a_while() -> None
     assert not place.on_loop(5.0 + BACK_OFF / 2)
     assert place.on_loop(5.0 + BACK_OFF)
     assert place.busy_commits == 1
+    assert place.back_offs == {"slow_commits": 0, "write_lock_taken": 1}
 
 
 def test_a_place_that_allows_no_loop_keeps_every_commit_on_the_thread() -> None:
@@ -103,6 +104,7 @@ def test_one_log_line_per_back_off(caplog: pytest.LogCaptureFixture) -> None:
         place.took(STALL_BUDGET * 2, 1.0 + 2 * BACK_OFF)
     lines = [r.getMessage() for r in caplog.records if "commits_on_thread" in r.getMessage()]
     assert len(lines) == 2, lines
+    assert place.back_offs == {"slow_commits": 2, "write_lock_taken": 0}  # as many as lines
     assert f"reason=slow_commits count=1 ms={STALL_BUDGET * 2e3:.1f}" in lines[0]
 
 
@@ -159,13 +161,15 @@ async def _open_with_node(url: str) -> tuple[StateStore, SqliteBackend]:
 async def test_a_quick_commit_runs_on_the_loop_and_is_durable(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, _ = await _open_with_node(sqlite_url)
+    store, backend = await _open_with_node(sqlite_url)
     try:
         threads = _record_threads(monkeypatch)
+        on_loop = backend.place.loop_commits  # the node's commit counted too
         await _publish(store, "a")
         await _publish(store, "b")
         assert threads == [threading.get_ident()] * 2
         assert await _stored_ids(sqlite_url) == ["a", "b"]  # seen by another connection
+        assert (backend.place.loop_commits - on_loop, backend.place.thread_commits) == (2, 0)
     finally:
         await store.close()
 
@@ -264,6 +268,7 @@ async def test_no_commit_on_the_loop_while_a_read_is_on_the_thread(
         await asyncio.wait_for(asyncio.gather(reading, publishing), 10)
         assert threads == [threads[0]] and threads[0] != threading.get_ident()
         assert await _stored_ids(sqlite_url) == ["a"]
+        assert backend.place.thread_commits == 1
     finally:
         release.set()
         await store.close()

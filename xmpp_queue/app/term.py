@@ -122,6 +122,9 @@ async def serve_term(
     if metrics is not None:
         service.on_batch_committed(metrics.batch_committed)  # batch sizes (observe.py)
         REFUSALS.on_refused = metrics.request_refused  # refusals by condition
+        place = getattr(state_store.backend, "place", None)  # SQLite: where commits run
+        if place is not None:
+            metrics.watch_commit_places(place)
     ops: Any = None
     mover: Any = None  # a shard's moves (sharding_moves.py)
     watching: asyncio.Future[None] | None = None

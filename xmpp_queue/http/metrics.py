@@ -12,6 +12,9 @@ Three sources, so that nothing in the service counts twice or guesses:
   same read the admin "Queue overview" command makes, so both always agree.
 - **The XMPP connection**: the component's ``session_start`` and
   ``disconnected`` events.
+- **Where SQLite commits ran** (:class:`CommitPlaceCollector`, SQLite only): the
+  backend's own counts, read at scrape time, so an operator can alert on a disk
+  too slow for commits on the event loop.
 
 Process figures (CPU, memory, open files, GC) are prometheus-client's own
 collectors. Every series lives in this object's own registry (no module
@@ -28,9 +31,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter as Tally
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -42,7 +45,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from xmpp_queue.core.ledger import EventKind
 from xmpp_queue.core.observe import CommittedBatch
@@ -169,6 +172,47 @@ class QueueStateCollector:
             gauge("subscribers", "Subscriptions to the queue node"),
             gauge("delayed", "Of the waiting items: held back until a later time (Start, retry)"),
         )
+
+
+class CommitPlaces(Protocol):
+    """Where SQLite commits ran: the SQLite backend's running counts."""
+
+    loop_commits: int
+    thread_commits: int
+    slow_commits: int
+    back_offs: Mapping[str, int]
+
+
+class CommitPlaceCollector:
+    """SQLite's commit places, read at scrape time (a source of counts, no state)."""
+
+    def __init__(self, place: CommitPlaces) -> None:
+        self._place = place
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> list[Metric]:
+        p = self._place
+        commits = CounterMetricFamily(
+            f"{PREFIX}_sqlite_commits",
+            "SQLite commits by where they ran: the event loop or the writer thread",
+            labels=["place"],
+        )
+        commits.add_metric(["loop"], p.loop_commits)
+        commits.add_metric(["thread"], p.thread_commits)
+        slow = CounterMetricFamily(
+            f"{PREFIX}_sqlite_slow_commits", "SQLite commits on the event loop over 5 ms"
+        )
+        slow.add_metric([], p.slow_commits)
+        back_offs = CounterMetricFamily(
+            f"{PREFIX}_sqlite_back_offs",
+            "Times the next 10 s of SQLite commits went to the writer thread, by reason",
+            labels=["reason"],
+        )
+        for reason, n in sorted(p.back_offs.items()):
+            back_offs.add_metric([reason], n)
+        return [commits, slow, back_offs]
 
 
 class QueueMetrics:
@@ -308,6 +352,10 @@ class QueueMetrics:
         self.batch_operations.observe(operations)
 
     # --- other sources ---------------------------------------------------------------
+    def watch_commit_places(self, place: CommitPlaces) -> None:
+        """Export where SQLite commits run (:class:`CommitPlaceCollector`)."""
+        self.registry.register(CommitPlaceCollector(place))  # type: ignore[arg-type]
+
     def redrive_done(self, queue: str, moved: int) -> None:
         if moved > 0:
             self.redriven.labels(self.labels(queue)).inc(moved)

@@ -139,6 +139,7 @@ class SqliteBackend:
         if not self.write_now(flush):
             plan = write_plan(flush, SQLITE, sqlite_times())
             await self._run(lambda: self._write(plan))
+            self.place.thread_commits += 1
 
     def write_now(self, flush: Flush) -> bool:
         """Commit *flush* on the loop if commits go there now (see :meth:`write`)."""
@@ -168,6 +169,7 @@ class SqliteBackend:
                 return False
             raise
         ended = time.monotonic()
+        self.place.loop_commits += 1
         self.place.took(ended - started, ended)
         return True
 

@@ -51,7 +51,16 @@ taken lock."""
 class CommitPlace:
     """Decides, commit by commit, whether it runs on the loop (see the module docstring)."""
 
-    __slots__ = ("_stalls", "_thread_until", "busy_commits", "loop_allowed", "slow_commits")
+    __slots__ = (
+        "_stalls",
+        "_thread_until",
+        "back_offs",
+        "busy_commits",
+        "loop_allowed",
+        "loop_commits",
+        "slow_commits",
+        "thread_commits",
+    )
 
     def __init__(self, loop_allowed: bool = True) -> None:
         self.loop_allowed = loop_allowed  # False: every commit on the thread
@@ -59,6 +68,11 @@ class CommitPlace:
         self._stalls: deque[tuple[float, float]] = deque()  # (ended, seconds) of slow ones
         self.slow_commits = 0  # commits on the loop that took longer than SLOW
         self.busy_commits = 0  # commits that found the write lock taken
+        # What operators see (``/metrics``): commits made in each place (the backend
+        # counts them) and back-offs begun, by reason.
+        self.loop_commits = 0
+        self.thread_commits = 0
+        self.back_offs = {"slow_commits": 0, "write_lock_taken": 0}
 
     def on_loop(self, now: float) -> bool:
         """Whether the commit starting at *now* (monotonic seconds) runs on the loop."""
@@ -75,16 +89,17 @@ class CommitPlace:
             stalls.popleft()
         held = sum(s for _, s in stalls)
         if held > STALL_BUDGET:
-            why = f"slow_commits count={len(stalls)} ms={held * 1e3:.1f} in_s={STALL_WINDOW:g}"
+            detail = f" count={len(stalls)} ms={held * 1e3:.1f} in_s={STALL_WINDOW:g}"
             stalls.clear()
-            self._back_off(now, why)
+            self._back_off(now, "slow_commits", detail)
 
     def lock_taken(self, now: float) -> None:
         """A commit on the loop found the write lock taken; it goes to the thread."""
         self.busy_commits += 1
         self._back_off(now, "write_lock_taken")
 
-    def _back_off(self, now: float, why: str) -> None:
+    def _back_off(self, now: float, reason: str, detail: str = "") -> None:
         if now >= self._thread_until:  # one line per back-off, not per commit
-            log.info("event=commits_on_thread reason=%s for_s=%g", why, BACK_OFF)
+            self.back_offs[reason] += 1
+            log.info("event=commits_on_thread reason=%s%s for_s=%g", reason, detail, BACK_OFF)
         self._thread_until = now + BACK_OFF
