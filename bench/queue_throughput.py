@@ -460,6 +460,8 @@ class Bench:
                     scraper.cancel()
                     scrapes = await asyncio.gather(scraper, return_exceptions=True)
                     print(f"    /metrics scrapes: {scrapes[0]}", file=sys.stderr)
+                    if last_scrape:
+                        print(commit_places(last_scrape[0]), file=sys.stderr)
                 if profiler is not None:
                     self._stop_profiler(profiler)
             figures = self._figures(scenario, tracker, warm, n, only_publish, completed, meter)
@@ -590,6 +592,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def commit_places(text: bytes) -> str:
+    """Where the run's SQLite commits ran, from its last scrape (a round whose
+    commits went to the writer thread is slower for it: storage/commit_place.py)."""
+    counts = {}
+    for line in text.decode().splitlines():
+        if line.startswith("xmpp_queue_sqlite_") and " " in line:
+            name, value = line.rsplit(" ", 1)
+            counts[name.removeprefix("xmpp_queue_sqlite_")] = int(float(value))
+    if not counts:
+        return "    commits: not SQLite"
+    loop = counts.get('commits_total{place="loop"}', 0)
+    thread = counts.get('commits_total{place="thread"}', 0)
+    backs = sum(n for k, n in counts.items() if k.startswith("back_offs_total"))
+    return f"    commits on the loop / thread: {loop} / {thread}, back-offs {backs}"
 
 
 async def scrape(address: str, interval: float, last: list[bytes]) -> int:
