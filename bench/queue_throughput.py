@@ -612,22 +612,31 @@ def commit_places(text: bytes) -> str:
 
 async def scrape(address: str, interval: float, last: list[bytes]) -> int:
     """GET /metrics every *interval* seconds, as Prometheus would (it scrapes every
-    15 s by default; 1 s here is the worst case), the last body kept in *last*.
-    Returns how many scrapes succeeded."""
+    15 s by default; 1 s here is the worst case), the last body kept in *last*:
+    once cancelled (the measurement is over), one more, so it holds the whole run.
+    Returns how many scrapes succeeded during the run."""
     import aiohttp
 
     done = 0
-    try:
-        async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession() as session:
+
+        async def once() -> None:
+            async with session.get(f"http://{address}/metrics") as r:
+                body = await r.read()
+                if r.status == 200:
+                    last[:] = [body]
+
+        try:
             while True:
-                async with session.get(f"http://{address}/metrics") as r:
-                    body = await r.read()
-                    if r.status == 200:
-                        done += 1
-                        last[:] = [body]
+                await once()
+                done += 1
                 await asyncio.sleep(interval)
-    except asyncio.CancelledError:
-        return done
+        except asyncio.CancelledError:
+            try:
+                await asyncio.wait_for(once(), 5)
+            except (OSError, TimeoutError, aiohttp.ClientError):
+                pass
+            return done
 
 
 def scenarios(args: argparse.Namespace) -> list[Scenario]:
