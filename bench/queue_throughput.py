@@ -597,16 +597,22 @@ def free_port() -> int:
 def commit_places(text: bytes) -> str:
     """Where the run's SQLite commits ran, from its last scrape (a round whose
     commits went to the writer thread is slower for it: storage/commit_place.py)."""
-    counts = {}
-    for line in text.decode().splitlines():
-        if line.startswith("xmpp_queue_sqlite_") and " " in line:
-            name, value = line.rsplit(" ", 1)
-            counts[name.removeprefix("xmpp_queue_sqlite_")] = int(float(value))
-    if not counts:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    loop = thread = backs = 0
+    found = False
+    for family in text_string_to_metric_families(text.decode()):
+        for s in family.samples:
+            if s.name == "xmpp_queue_sqlite_commits_total":
+                found = True
+                if s.labels.get("place") == "loop":
+                    loop = int(s.value)
+                else:
+                    thread = int(s.value)
+            elif s.name == "xmpp_queue_sqlite_back_offs_total":
+                backs += int(s.value)
+    if not found:
         return "    commits: not SQLite"
-    loop = counts.get('commits_total{place="loop"}', 0)
-    thread = counts.get('commits_total{place="thread"}', 0)
-    backs = sum(n for k, n in counts.items() if k.startswith("back_offs_total"))
     return f"    commits on the loop / thread: {loop} / {thread}, back-offs {backs}"
 
 
