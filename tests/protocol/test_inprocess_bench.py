@@ -1,0 +1,43 @@
+"""bench/component_inprocess.py drives the real component over its fake transport.
+
+The bench is how the component's own CPU per lone operation is read without an XMPP
+server (docs/benchmarks.md); a bench that broke silently, or that stopped measuring
+what it says (one commit per operation alone, one per burst), would mislead. So it is
+run here, small, and its commit counts are checked.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench" / "component_inprocess.py"
+
+
+SMALL = ("--store", "memory", "--items", "48", "--warmup", "8", "--repeat", "1")
+
+
+def _run(*extra: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *SMALL, *extra],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize(("burst", "commits"), [("1", "2.00"), ("8", "0.25")])
+def test_lone_operations_commit_alone_and_a_burst_commits_once(burst: str, commits: str) -> None:
+    out = _run("--burst", burst)
+    line = next(line for line in out.splitlines() if line.startswith("this checkout"))
+    assert re.search(r"CPU µs/item [\d,]+ \(median [\d,]+;", line), line
+    assert f"commits/item {commits}" in line, line
