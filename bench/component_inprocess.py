@@ -231,7 +231,11 @@ def one_round(args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO)
     if done.returncode != 0:
         raise SystemExit(f"run failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = (src or REPO).resolve()
+    if Path(result["tree"]) != expected:
+        raise SystemExit(f"the run measured {result['tree']}, not {expected}")
+    return result
 
 
 def show(label: str, runs: list[dict[str, Any]]) -> None:
@@ -261,8 +265,15 @@ def main() -> None:
     p.add_argument("--src", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        sys.path[:0] = [str(args.src or REPO), str(REPO / "bench")]
-        print(json.dumps(asyncio.run(run(args))))
+        tree = args.src or REPO
+        sys.path[:0] = [str(tree), str(REPO / "bench")]
+        # Bind the package to *tree* now: the bench modules imported later put this
+        # checkout first on the path, and would otherwise load its copy instead.
+        import xmpp_queue
+
+        result = asyncio.run(run(args))
+        result["tree"] = str(Path(xmpp_queue.__file__).resolve().parent.parent)
+        print(json.dumps(result))
         return
     if args.profile:
         print(one_round(args, args.compare_src)["profile"])
