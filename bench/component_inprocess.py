@@ -33,7 +33,6 @@ import io
 import json
 import pstats
 import resource
-import ssl
 import statistics
 import subprocess
 import sys
@@ -150,7 +149,6 @@ class Driver:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    ssl.SSLContext.set_default_verify_paths = lambda self: None  # type: ignore[method-assign]
     from service_throughput import open_store
 
     from xmpp_queue.app.core_inputs import new_id, utc_now

@@ -41,3 +41,10 @@ def test_lone_operations_commit_alone_and_a_burst_commits_once(burst: str, commi
     line = next(line for line in out.splitlines() if line.startswith("this checkout"))
     assert re.search(r"CPU µs/item [\d,]+ \(median [\d,]+;", line), line
     assert f"commits/item {commits}" in line, line
+
+
+def test_a_compared_checkout_runs_from_its_own_tree() -> None:
+    """--compare-src runs the other checkout (here this one, by its path) and checks
+    that the package it measured was loaded from there."""
+    out = _run("--compare-src", str(ROOT))
+    assert re.search(r"^compared .*commits/item 2\.00$", out, re.M), out
