@@ -11,7 +11,12 @@ waits for its answer. So CPU per item is the component's alone, with the socket'
 calls and the server's hops left out, and a change of a few percent shows.
 
 `--burst K` sends K publishes in one read, then the K acks in one read (batches of K);
-the default 1 is the lone-operation path the 500/s latency target runs. `--store memory`
+the default 1 is the lone-operation path the 500/s latency target runs. `--window W`
+keeps W publishes outstanding instead and acks each notification as it is written, like
+the wire benchmark's window mode (`--batch B`: B items per publish and per notification,
+acked with one retract; `--commit-ops N`: the service's cap on operations per commit).
+Everything the script sends in one go is one read, so a window's publishes meet in large
+batches, larger than through a server that spreads them over many reads. `--store memory`
 is the same flow with no database: what the XMPP glue and the core cost without commits.
 `--compare-src DIR` runs a checkout of another commit too, a fresh process per round,
 interleaved (the script itself runs from this checkout: `--src` only puts DIR first on
@@ -32,12 +37,14 @@ import cProfile
 import io
 import json
 import pstats
+import re
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +64,7 @@ class Recorder:
     def __init__(self) -> None:
         self.want: tuple[bytes, ...] = ()
         self.seen: asyncio.Future[None] | None = None
+        self.watch: Callable[[bytes], None] | None = None  # the windowed flow's reader
 
     def expect(self, marker: str) -> asyncio.Future[None]:
         """Wait for *marker* (written with ' quotes) in either quote style."""
@@ -65,6 +73,8 @@ class Recorder:
         return self.seen
 
     def write(self, data: bytes) -> None:
+        if self.watch is not None:
+            self.watch(data)
         if self.seen is not None and any(w in data for w in self.want):
             self.want = ()
             self.seen.set_result(None)
@@ -89,6 +99,17 @@ def iq(kind: str, sender: str, iq_id: str, body: str, ns: str = PUBSUB) -> str:
     )
 
 
+def publish(*ids: int) -> str:
+    """One publish of the items *ids* (several: XEP-0060 §13.11's batch)."""
+    items = "".join(f"<item id='i{i}'>{PAYLOAD}</item>" for i in ids)
+    return iq("set", PUBLISHER, f"p{ids[0]}", f"<publish node='jobs'>{items}</publish>")
+
+
+def ack(*ids: int) -> str:
+    items = "".join(f"<item id='i{i}'/>" for i in ids)
+    return iq("set", WORKER, f"r{ids[0]}", f"<retract node='jobs'>{items}</retract>")
+
+
 class Driver:
     """Plays the XMPP server's side of the component's stream."""
 
@@ -100,7 +121,7 @@ class Driver:
         self.comp.data_received(stanza)
         await asyncio.wait_for(seen, 10)
 
-    async def set_up(self) -> None:
+    async def set_up(self, max_batch: int = 1) -> None:
         from tests.kit.stanzas import submit  # the protocol tests' data forms
 
         config = submit("http://jabber.org/protocol/pubsub#node_config", pubsub__queue="1")
@@ -116,7 +137,9 @@ class Driver:
             "id='a1'",
         )
         options = submit(
-            "http://jabber.org/protocol/pubsub#subscribe_options", pubsub__queue_requests="1000"
+            "http://jabber.org/protocol/pubsub#subscribe_options",
+            pubsub__queue_requests="1000",
+            pubsub__queue_max_batch=str(max_batch),
         )
         await self.call(
             iq(
@@ -131,21 +154,56 @@ class Driver:
     async def items(self, first: int, count: int, burst: int) -> None:
         for start in range(first, first + count, burst):
             ids = range(start, min(start + burst, first + count))
-            publishes = "".join(
-                iq(
-                    "set",
-                    PUBLISHER,
-                    f"p{i}",
-                    f"<publish node='jobs'><item id='i{i}'>{PAYLOAD}</item></publish>",
-                )
-                for i in ids
-            )
-            await self.call(publishes, f"<item id='i{ids[-1]}'>")
-            acks = "".join(
-                iq("set", WORKER, f"r{i}", f"<retract node='jobs'><item id='i{i}'/></retract>")
-                for i in ids
-            )
-            await self.call(acks, f"id='r{ids[-1]}'")
+            await self.call("".join(publish(i) for i in ids), f"<item id='i{ids[-1]}'>")
+            await self.call("".join(ack(i) for i in ids), f"id='r{ids[-1]}'")
+
+
+NOTIFIED = re.compile(rb"<message[^>]*>.*?</message>", re.S)
+ITEM = re.compile(rb"<item id=['\"]i(\d+)['\"]")
+ACKED = re.compile(rb"<retract id=")
+PUBLISHED = re.compile(rb"<iq[^>]*\bid=['\"]p\d+['\"]")
+
+
+class Window:
+    """The wire benchmark's window mode in one process: *window* publishes of *batch*
+    items outstanding, every notification acked at once with one retract (the acks of
+    one write in one read); the worker takes up to *batch* items per notification."""
+
+    def __init__(self, driver: Driver, window: int, batch: int) -> None:
+        self.driver, self.window, self.batch = driver, window, batch
+        self.loop = asyncio.get_running_loop()
+        self.outstanding = self.next = self.acked = self.target = 0
+        self.done: asyncio.Future[None] = self.loop.create_future()
+
+    def seen(self, data: bytes) -> None:
+        messages = NOTIFIED.findall(data)
+        self.outstanding -= len(PUBLISHED.findall(data))
+        self.acked += sum(len(ACKED.findall(m)) for m in messages)
+        notified = [[int(i) for i in ITEM.findall(m)] for m in messages]
+        acks = "".join(ack(*ids) for ids in notified if ids)
+        if acks:
+            self.loop.call_soon(self.driver.comp.data_received, acks)
+        if self.acked >= self.target and not self.done.done():
+            self.done.set_result(None)
+        else:
+            self.loop.call_soon(self.top_up)
+
+    def top_up(self) -> None:
+        publishes = []
+        while self.outstanding < self.window and self.next < self.target:
+            ids = range(self.next, min(self.next + self.batch, self.target))
+            publishes.append(publish(*ids))
+            self.next += len(ids)
+            self.outstanding += 1
+        if publishes:
+            self.driver.comp.data_received("".join(publishes))
+
+    async def items(self, count: int) -> None:
+        self.target += count
+        self.done = self.loop.create_future()
+        self.driver.wire.watch = self.seen
+        self.top_up()
+        await asyncio.wait_for(self.done, 120)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -161,7 +219,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="xq-inprocess-") as tmp:
         store = await open_store(args.store, Path(tmp))  # service_throughput's
         settings = ServiceSettings(
-            access=ServiceAccess.for_domain("example.org"), limits=Limits(publish_rate=0)
+            access=ServiceAccess.for_domain("example.org"),
+            limits=Limits(publish_rate=0),
+            max_batch=args.commit_ops,
         )
         service = PubSubService(store, utc_now, new_id, settings)
         service.on_batch_committed(lambda n: batches.__setitem__(0, batches[0] + 1))
@@ -180,8 +240,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0)
         driver = Driver(comp, wire)
         try:
-            await driver.set_up()
-            await driver.items(0, args.warmup, args.burst)
+            await driver.set_up(args.batch)
+            flow = Window(driver, args.window, args.batch) if args.window else None
+            if flow is not None:
+                await flow.items(args.warmup)
+            else:
+                await driver.items(0, args.warmup, args.burst)
             profiler = cProfile.Profile() if args.profile else None
             usage0, wall0, batches0 = (
                 resource.getrusage(resource.RUSAGE_SELF),
@@ -190,7 +254,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             if profiler:
                 profiler.enable()
-            await driver.items(args.warmup, args.items, args.burst)
+            if flow is not None:
+                await flow.items(args.items)
+            else:
+                await driver.items(args.warmup, args.items, args.burst)
             if profiler:
                 profiler.disable()
             wall = time.perf_counter() - wall0
@@ -210,6 +277,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sys_us": (usage.ru_stime - usage0.ru_stime) / n * 1e6,
         "wall_us": wall / n * 1e6,
         "commits": commits / n,
+        "items_s": n / wall,
     }
     if profiler:
         out = io.StringIO()
@@ -222,6 +290,8 @@ def one_round(args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
     """A run in a fresh process, of this checkout or of *src*."""
     cmd = [sys.executable, __file__, "--child", "--store", args.store, "--items", str(args.items)]
     cmd += ["--warmup", str(args.warmup), "--burst", str(args.burst)]
+    cmd += ["--window", str(args.window), "--batch", str(args.batch)]
+    cmd += ["--commit-ops", str(args.commit_ops)]
     if src is not None:
         cmd += ["--src", str(src)]
     if args.profile:
@@ -245,7 +315,7 @@ def show(label: str, runs: list[dict[str, Any]]) -> None:
         f"{label:<18} CPU µs/item {' / '.join(f'{c:,.0f}' for c in cpu)}"
         f" (median {statistics.median(cpu):,.0f}; user {median('user_us'):,.0f},"
         f" system {median('sys_us'):,.0f}), wall µs/item {median('wall_us'):,.0f},"
-        f" commits/item {median('commits'):.2f}"
+        f" commits/item {median('commits'):.3g}, items/s {median('items_s'):,.0f}"
     )
 
 
@@ -255,7 +325,14 @@ def main() -> None:
     p.add_argument("--items", type=int, default=3000)
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--burst", type=int, default=1, help="publishes (then acks) per read")
+    p.add_argument("--window", type=int, default=0, help="publishes outstanding (0: --burst)")
+    p.add_argument(
+        "--batch", type=int, default=1, help="with --window: items per publish and notification"
+    )
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--commit-ops", type=int, default=128, help="most operations per commit (max_batch)"
+    )
     p.add_argument("--compare-src", type=Path, help="a checkout of another commit")
     p.add_argument("--profile", action="store_true", help="cProfile one run")
     p.add_argument("--top", type=int, default=40)
@@ -277,7 +354,8 @@ def main() -> None:
         print(one_round(args, args.compare_src)["profile"])
         return
     print(
-        f"store={args.store} items={args.items} burst={args.burst} python={sys.version.split()[0]}"
+        f"store={args.store} items={args.items} burst={args.burst} window={args.window}"
+        f" batch={args.batch} python={sys.version.split()[0]}"
     )
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []

@@ -35,16 +35,33 @@ def _run(*extra: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize(("burst", "commits"), [("1", "2.00"), ("8", "0.25")])
-def test_lone_operations_commit_alone_and_a_burst_commits_once(burst: str, commits: str) -> None:
-    out = _run("--burst", burst)
-    line = next(line for line in out.splitlines() if line.startswith("this checkout"))
+def _commits(line: str) -> float:
+    found = re.search(r"commits/item ([\d.]+)", line)
+    assert found is not None, line
+    return float(found.group(1))
+
+
+def _ours(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("this checkout"))
+
+
+@pytest.mark.parametrize(("burst", "commits"), [("1", 2.0), ("8", 0.25)])
+def test_lone_operations_commit_alone_and_a_burst_commits_once(burst: str, commits: float) -> None:
+    line = _ours(_run("--burst", burst))
     assert re.search(r"CPU µs/item [\d,]+ \(median [\d,]+;", line), line
-    assert f"commits/item {commits}" in line, line
+    assert _commits(line) == commits, line
 
 
 def test_a_compared_checkout_runs_from_its_own_tree() -> None:
     """--compare-src runs the other checkout (here this one, by its path) and checks
     that the package it measured was loaded from there."""
     out = _run("--compare-src", str(ROOT))
-    assert re.search(r"^compared .*commits/item 2\.00$", out, re.M), out
+    compared = next(line for line in out.splitlines() if line.startswith("compared"))
+    assert _commits(compared) == 2.0, out
+
+
+def test_the_window_flow_moves_every_item_in_batches() -> None:
+    """--window with --batch: every item published, notified and acked (the run ends
+    only when all are acked), several items per commit."""
+    line = _ours(_run("--window", "4", "--batch", "4"))
+    assert 0 < _commits(line) < 0.5, line
