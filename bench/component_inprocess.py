@@ -54,7 +54,7 @@ PUBLISHER = "pub@example.org/load"
 WORKER = "worker@example.org/load"
 PUBSUB = "http://jabber.org/protocol/pubsub"
 OWNER = "http://jabber.org/protocol/pubsub#owner"
-PAYLOAD = "<job xmlns='urn:example:bench'>" + "x" * 100 + "</job>"
+PAYLOAD = "<job xmlns='urn:example:bench'>{}</job>"  # with --payload-text characters
 
 
 class Recorder:
@@ -99,9 +99,13 @@ def iq(kind: str, sender: str, iq_id: str, body: str, ns: str = PUBSUB) -> str:
     )
 
 
+PAYLOAD_TEXT = ["x" * 100]  # set from --payload-text in the measuring process
+
+
 def publish(*ids: int) -> str:
     """One publish of the items *ids* (several: XEP-0060 §13.11's batch)."""
-    items = "".join(f"<item id='i{i}'>{PAYLOAD}</item>" for i in ids)
+    payload = PAYLOAD.format(PAYLOAD_TEXT[0])
+    items = "".join(f"<item id='i{i}'>{payload}</item>" for i in ids)
     return iq("set", PUBLISHER, f"p{ids[0]}", f"<publish node='jobs'>{items}</publish>")
 
 
@@ -291,7 +295,7 @@ def one_round(args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", "--store", args.store, "--items", str(args.items)]
     cmd += ["--warmup", str(args.warmup), "--burst", str(args.burst)]
     cmd += ["--window", str(args.window), "--batch", str(args.batch)]
-    cmd += ["--commit-ops", str(args.commit_ops)]
+    cmd += ["--commit-ops", str(args.commit_ops), "--payload-text", str(args.payload_text)]
     if src is not None:
         cmd += ["--src", str(src)]
     if args.profile:
@@ -330,6 +334,7 @@ def main() -> None:
         "--batch", type=int, default=1, help="with --window: items per publish and notification"
     )
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--payload-text", type=int, default=100, help="characters of each payload")
     p.add_argument(
         "--commit-ops", type=int, default=128, help="most operations per commit (max_batch)"
     )
@@ -340,6 +345,7 @@ def main() -> None:
     p.add_argument("--src", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
+        PAYLOAD_TEXT[0] = "x" * args.payload_text
         tree = args.src or REPO
         sys.path[:0] = [str(tree), str(REPO / "bench")]
         # Bind the package to *tree* now: the bench modules imported later put this

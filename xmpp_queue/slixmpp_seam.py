@@ -36,10 +36,17 @@ What remains overridden, and why no public API serves (slixmpp 1.17):
   which keeps order without the queue's task hand-over per stanza.
 - Log lines: slixmpp's stanza logger and two of its messages, by name
   (:func:`install_log_filters`).
+- A module function replaced: ``escape`` of ``slixmpp.xmlstream.tostring``
+  (:func:`install_fast_escape`), which every serialisation of an element calls for
+  each text and attribute value. slixmpp's builds the result one character at a time
+  (about 300 µs for a 10 KB payload, which the component serialises once per
+  publish to canonicalise it); ours gives the same text with ``str.replace``, six
+  times faster. No hook serves: ``tostring`` looks the name up in its module.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import re
@@ -84,6 +91,10 @@ RELIED_ON: tuple[tuple[type[Any], str, str], ...] = (
     (XMLStream, "connection_made", "self.transport ="),
     (ClientXMPP, "__init__", "self._handle_stream_features"),  # the features handler
 )
+
+# Module functions replaced: (module, name) → parameters, as OVERRIDES above.
+TOSTRING_MODULE = "slixmpp.xmlstream.tostring"
+REPLACED: dict[tuple[str, str], str] = {(TOSTRING_MODULE, "escape"): "(text, use_cdata=False)"}
 
 STANZA_LOGGER = "slixmpp.xmlstream.xmlstream"  # "SEND: ..." / "RECV: ..." at DEBUG
 MECHANISMS_LOGGER = "slixmpp.features.feature_mechanisms.mechanisms"
@@ -256,3 +267,28 @@ def quiet_client_login_noise() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _Drop) and f.text == text for f in logger.filters):
             logger.addFilter(_Drop(text))
+
+
+# --- escaping ---------------------------------------------------------------------------
+
+_TOSTRING = importlib.import_module(TOSTRING_MODULE)  # the package's name is the function's
+SLIXMPP_ESCAPE: Callable[[str, bool], str] = _TOSTRING.escape
+# slixmpp's table, in an order that escapes each character once (``&`` first).
+_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("'", "&apos;"), ('"', "&quot;"))
+
+
+def escape(text: str, use_cdata: bool = False) -> str:
+    """What slixmpp's ``escape`` returns, by whole-string replaces instead of a
+    character at a time (CDATA sections, which nothing of ours asks for, are left to
+    slixmpp's own)."""
+    if use_cdata:
+        return SLIXMPP_ESCAPE(text, use_cdata)
+    for char, entity in _ENTITIES:
+        if char in text:
+            text = text.replace(char, entity)
+    return text
+
+
+def install_fast_escape() -> None:
+    """slixmpp's serialiser escapes with :func:`escape` from now on (idempotent)."""
+    setattr(_TOSTRING, "escape", escape)  # noqa: B010 (a module attribute, by name)

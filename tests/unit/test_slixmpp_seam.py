@@ -13,6 +13,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from slixmpp import ClientXMPP, ComponentXMPP
 from slixmpp.xmlstream import XMLStream
@@ -102,3 +104,45 @@ def test_setup_cfg_pins_the_range_the_seam_was_checked_against() -> None:
     pinned = next(r for r in requires if r.startswith("slixmpp"))
     assert pinned == f"slixmpp{slixmpp_seam.SLIXMPP_TESTED}"
     assert version("slixmpp") in SpecifierSet(slixmpp_seam.SLIXMPP_TESTED)
+
+
+# --- the replaced escape ---------------------------------------------------------------
+
+
+def test_the_replaced_function_keeps_its_recorded_signature_and_use() -> None:
+    from slixmpp.xmlstream.tostring import tostring
+
+    for (module, name), recorded in slixmpp_seam.REPLACED.items():
+        assert (module, name) == (slixmpp_seam.TOSTRING_MODULE, "escape")
+        original = slixmpp_seam.SLIXMPP_ESCAPE
+        assert original.__module__ == module, "slixmpp_seam did not keep slixmpp's own escape"
+        assert parameters(original) == recorded, (
+            f"slixmpp {module}.{name} changed its parameters: {parameters(original)}"
+        )
+    # tostring looks escape up by name in its module at every call: what the seam relies on
+    assert "escape(" in inspect.getsource(tostring)
+
+
+@given(st.text(), st.booleans())
+def test_the_fast_escape_says_what_slixmpps_says(text: str, use_cdata: bool) -> None:
+    assert slixmpp_seam.escape(text, use_cdata) == slixmpp_seam.SLIXMPP_ESCAPE(text, use_cdata)
+
+
+def test_serialised_elements_are_the_same_text_with_either_escape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import xml.etree.ElementTree as ET
+
+    from slixmpp.xmlstream.tostring import tostring
+
+    module = sys.modules[slixmpp_seam.TOSTRING_MODULE]
+    payload = ET.fromstring(
+        "<job xmlns='urn:x' a='&lt;&amp;&quot;&apos;&gt;'><n:b xmlns:n='urn:y'>x &amp; y"
+        " &lt;z&gt; 'q' \"Q\"</n:b>tail &gt; &amp;<c/>" + "long text " * 500 + "</job>"
+    )
+    slixmpp_seam.install_fast_escape()
+    assert module.escape is slixmpp_seam.escape
+    ours = tostring(payload)
+    monkeypatch.setattr(module, "escape", slixmpp_seam.SLIXMPP_ESCAPE)
+    assert ours == tostring(payload)

@@ -34,11 +34,12 @@ from xmpp_queue.client.errors import (
     ConnectionLost,
     LoginFailed,
 )
-from xmpp_queue.slixmpp_seam import SeamClient, quiet_client_login_noise
+from xmpp_queue.slixmpp_seam import SeamClient, install_fast_escape, quiet_client_login_noise
 
 log = logging.getLogger("xmpp_queue.client")
 # slixmpp logs login failures at ERROR before we explain them in one line of our own.
 quiet_client_login_noise()
+install_fast_escape()  # jobs and payloads serialised by slixmpp (slixmpp_seam)
 
 # Why a server ends the stream during login, in words a user can act on.
 NOT_C2S = "is this the XMPP client (c2s) port? A component port does not take logins"

@@ -21,7 +21,10 @@ from xmpp_queue.core.errors import (
     InvalidPayload,
     PayloadTooBig,
 )
+from xmpp_queue.slixmpp_seam import install_fast_escape
 from xmpp_queue.xmpp.stanzas import SHIM
+
+install_fast_escape()  # a payload is serialised once per publish (slixmpp_seam)
 
 SHIM_HEADERS = f"{{{SHIM}}}headers"
 
